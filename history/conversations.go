@@ -1,0 +1,200 @@
+package history
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Conversation is one agent-neutral conversation of a workspace, as stored
+// in the conversations bucket (JSON, camelCase).
+type Conversation struct {
+	ID        string     `json:"id"`
+	Title     string     `json:"title"`
+	Agents    []string   `json:"agents"`           // agents that answered, first-use order
+	CreatedAt int64      `json:"createdAt"`        // Unix ms
+	UpdatedAt int64      `json:"updatedAt"`        // Unix ms; newest PutMessage time
+	Native    *NativeRef `json:"native,omitempty"` // set when opened from a terminal-started session
+}
+
+// NativeRef names the native CLI session a conversation was opened from.
+type NativeRef struct {
+	Agent     string `json:"agent"`          // agent name, e.g. "claude"
+	SessionID string `json:"sessionId"`      // the CLI's own session id
+	Path      string `json:"path,omitempty"` // session file, if the store has one file per session
+}
+
+// CreateConversation stores a new conversation. c.ID must be non-empty and
+// not yet stored (else an error wrapping ErrExists); a nil Agents is stored
+// as empty.
+func (s *Store) CreateConversation(c Conversation) error {
+	if err := validID("conversation", c.ID); err != nil {
+		return fmt.Errorf("create conversation: %w", err)
+	}
+	if c.Agents == nil {
+		c.Agents = []string{}
+	}
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketConversations)
+		if b.Get([]byte(c.ID)) != nil {
+			return ErrExists
+		}
+		return putJSON(b, c.ID, c)
+	})
+	if err != nil {
+		return fmt.Errorf("create conversation %s: %w", c.ID, err)
+	}
+	return nil
+}
+
+// Conversation returns the stored conversation id, or an error wrapping
+// ErrNotFound.
+func (s *Store) Conversation(id string) (Conversation, error) {
+	var c Conversation
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		c, err = getConversation(tx, id)
+		return err
+	})
+	if err != nil {
+		return Conversation{}, fmt.Errorf("get conversation %s: %w", id, err)
+	}
+	return c, nil
+}
+
+// ListConversations returns every conversation, newest UpdatedAt first (ties:
+// greater id first, so later-created ULIDs lead).
+func (s *Store) ListConversations() ([]Conversation, error) {
+	var out []Conversation
+	err := s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketConversations)
+		out = make([]Conversation, 0, b.Stats().KeyN)
+		return b.ForEach(func(k, v []byte) error {
+			var c Conversation
+			if err := json.Unmarshal(v, &c); err != nil {
+				return fmt.Errorf("decode conversation %s: %w", k, err)
+			}
+			out = append(out, c)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list conversations: %w", err)
+	}
+	slices.SortFunc(out, func(a, b Conversation) int {
+		if a.UpdatedAt != b.UpdatedAt {
+			if a.UpdatedAt > b.UpdatedAt {
+				return -1
+			}
+			return 1
+		}
+		return -strings.Compare(a.ID, b.ID)
+	})
+	return out, nil
+}
+
+// RenameConversation sets the title of conversation id; UpdatedAt is
+// unchanged. Unknown id: an error wrapping ErrNotFound.
+func (s *Store) RenameConversation(id, title string) error {
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		c, err := getConversation(tx, id)
+		if err != nil {
+			return err
+		}
+		c.Title = title
+		return putJSON(tx.Bucket(bucketConversations), id, c)
+	})
+	if err != nil {
+		return fmt.Errorf("rename conversation %s: %w", id, err)
+	}
+	return nil
+}
+
+// SetNative sets (or, with nil, clears) the native session a conversation
+// was opened from. Unknown id: an error wrapping ErrNotFound.
+func (s *Store) SetNative(id string, ref *NativeRef) error {
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		c, err := getConversation(tx, id)
+		if err != nil {
+			return err
+		}
+		c.Native = ref
+		return putJSON(tx.Bucket(bucketConversations), id, c)
+	})
+	if err != nil {
+		return fmt.Errorf("set native session of conversation %s: %w", id, err)
+	}
+	return nil
+}
+
+// DeleteConversation removes conversation id with its messages, agent
+// sessions and streaming index entries. Blobs are content-addressed and may
+// be shared, so they stay. Unknown id: an error wrapping ErrNotFound.
+func (s *Store) DeleteConversation(id string) error {
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		convs := tx.Bucket(bucketConversations)
+		if convs.Get([]byte(id)) == nil {
+			return ErrNotFound
+		}
+		if err := convs.Delete([]byte(id)); err != nil {
+			return err
+		}
+		for _, parent := range [][]byte{bucketMessages, bucketAgentSessions} {
+			p := tx.Bucket(parent)
+			if p.Bucket([]byte(id)) != nil {
+				if err := p.DeleteBucket([]byte(id)); err != nil {
+					return fmt.Errorf("delete %s: %w", parent, err)
+				}
+			}
+		}
+		return deleteStreamingFrom(tx, id, "")
+	})
+	if err != nil {
+		return fmt.Errorf("delete conversation %s: %w", id, err)
+	}
+	return nil
+}
+
+// getConversation reads conversation id inside tx.
+func getConversation(tx *bolt.Tx, id string) (Conversation, error) {
+	v := tx.Bucket(bucketConversations).Get([]byte(id))
+	if v == nil {
+		return Conversation{}, ErrNotFound
+	}
+	var c Conversation
+	if err := json.Unmarshal(v, &c); err != nil {
+		return Conversation{}, fmt.Errorf("decode conversation: %w", err)
+	}
+	return c, nil
+}
+
+// putJSON stores v as JSON under key in b.
+func putJSON(b *bolt.Bucket, key string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", key, err)
+	}
+	return b.Put([]byte(key), data)
+}
+
+// deleteStreamingFrom removes the streaming index entries of convID whose
+// message id is >= fromID ("" = all of them).
+func deleteStreamingFrom(tx *bolt.Tx, convID, fromID string) error {
+	b := tx.Bucket(bucketStreaming)
+	prefix := streamingKey(convID, "")
+	c := b.Cursor()
+	var doomed [][]byte
+	for k, _ := c.Seek(streamingKey(convID, fromID)); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		doomed = append(doomed, bytes.Clone(k))
+	}
+	for _, k := range doomed {
+		if err := b.Delete(k); err != nil {
+			return fmt.Errorf("delete streaming index entry: %w", err)
+		}
+	}
+	return nil
+}
