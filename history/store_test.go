@@ -327,7 +327,9 @@ func TestRenameAndSetNative(t *testing.T) {
 			func(c Conversation) bool { return c.Title == "New title" && c.UpdatedAt == 1 }},
 		{"rename unknown", func() error { return s.RenameConversation("zz", "x") }, ErrNotFound, nil},
 		{"set native", func() error { return s.SetNative("c1", &NativeRef{Agent: "claude", SessionID: "abc"}) }, nil,
-			func(c Conversation) bool { return c.Native != nil && c.Native.SessionID == "abc" && c.Title == "New title" }},
+			func(c Conversation) bool {
+				return c.Native != nil && c.Native.SessionID == "abc" && c.Title == "New title"
+			}},
 		{"clear native", func() error { return s.SetNative("c1", nil) }, nil,
 			func(c Conversation) bool { return c.Native == nil }},
 		{"set native unknown", func() error { return s.SetNative("zz", nil) }, ErrNotFound, nil},
