@@ -1,0 +1,129 @@
+package fakemodel
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// This file says how to point each real adapter at a Server: environment
+// variables and config files, per research/real-agents/README.md (runs of
+// 2026-11-30 with claude-agent-acp 0.23.1, codex-acp 0.16.0, opencode
+// 1.18.33, gemini-cli 0.61.0). Every helper takes a private home directory
+// so that a test never touches the user's own agent settings or sessions.
+
+// ClaudeEnv returns the environment for claude-agent-acp (and the Claude
+// Code CLI it starts) talking to s, with home as HOME. IS_SANDBOX=1 is set
+// when running as root: without it Claude Code refuses to start there.
+func (s *Server) ClaudeEnv(home string) map[string]string {
+	env := map[string]string{
+		"HOME":               home,
+		"ANTHROPIC_BASE_URL": s.URL(),
+		"ANTHROPIC_API_KEY":  "sk-ant-fake-key",
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+		"DISABLE_AUTOUPDATER":                      "1",
+		"DISABLE_ERROR_REPORTING":                  "1",
+		"DISABLE_TELEMETRY":                        "1",
+	}
+	if os.Geteuid() == 0 {
+		env["IS_SANDBOX"] = "1"
+	}
+	return env
+}
+
+// CodexModel is a slug from codex's bundled model catalog; with a known
+// slug codex offers its apply_patch tool.
+const CodexModel = "gpt-5.4"
+
+// CodexConfig returns $CODEX_HOME/config.toml for codex-acp talking to s.
+// approval is codex's approval_policy ("untrusted" asks before every
+// patch, "never" never asks) and sandbox its sandbox_mode
+// ("danger-full-access" avoids the Linux sandbox, which cannot run in
+// containers).
+func (s *Server) CodexConfig(approval, sandbox string) string {
+	return fmt.Sprintf(`model = %q
+model_provider = "fake"
+approval_policy = %q
+sandbox_mode = %q
+check_for_update_on_startup = false
+
+[model_providers.fake]
+name = "Fake LLM"
+base_url = %q
+wire_api = "responses"
+env_key = "FAKE_LLM_API_KEY"
+request_max_retries = 0
+stream_max_retries = 0
+stream_idle_timeout_ms = 120000
+
+[analytics]
+enabled = false
+`, CodexModel, approval, sandbox, s.URL()+"/v1")
+}
+
+// CodexEnv writes config.toml into codexHome (creating it, 0700) and
+// returns the environment for codex-acp: CODEX_HOME, HOME and the fake API
+// key the provider's env_key names.
+func (s *Server) CodexEnv(codexHome, home, approval, sandbox string) (map[string]string, error) {
+	if err := os.MkdirAll(codexHome, 0o700); err != nil {
+		return nil, fmt.Errorf("fakemodel: create CODEX_HOME: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(codexHome, "config.toml"), []byte(s.CodexConfig(approval, sandbox)), 0o600); err != nil {
+		return nil, fmt.Errorf("fakemodel: write codex config: %w", err)
+	}
+	return map[string]string{"CODEX_HOME": codexHome, "HOME": home, "FAKE_LLM_API_KEY": "sk-fake"}, nil
+}
+
+// OpencodeEnv writes an opencode.json (fake provider, edit and bash
+// permissions "ask") under root and returns the environment for
+// `opencode acp`: private HOME and XDG dirs under root, OPENCODE_CONFIG
+// and the switches that keep it offline.
+func (s *Server) OpencodeEnv(root string) (map[string]string, error) {
+	cfg := map[string]any{
+		"autoupdate": false, "share": "disabled", "model": "fake/fake-model", "small_model": "fake/fake-model",
+		"provider": map[string]any{"fake": map[string]any{
+			"npm": "@ai-sdk/openai-compatible", "name": "Fake LLM",
+			"options": map[string]any{"baseURL": s.URL() + "/v1", "apiKey": "sk-fake"},
+			"models": map[string]any{"fake-model": map[string]any{"name": "Fake Model", "tool_call": true,
+				"limit": map[string]any{"context": 128000, "output": 4096}}},
+		}},
+		"permission": map[string]any{"edit": "ask", "bash": "ask"},
+	}
+	env := map[string]string{"HOME": filepath.Join(root, "home")}
+	for _, d := range []string{"CONFIG", "DATA", "CACHE", "STATE"} {
+		env["XDG_"+d+"_HOME"] = filepath.Join(root, "xdg-"+d)
+	}
+	for _, d := range env {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("fakemodel: create opencode dirs: %w", err)
+		}
+	}
+	b, _ := json.MarshalIndent(cfg, "", "  ")
+	path := filepath.Join(root, "opencode.json")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return nil, fmt.Errorf("fakemodel: write opencode config: %w", err)
+	}
+	env["OPENCODE_CONFIG"] = path
+	for _, k := range []string{"MODELS_FETCH", "AUTOUPDATE", "LSP_DOWNLOAD", "DEFAULT_PLUGINS", "SHARE"} {
+		env["OPENCODE_DISABLE_"+k] = "1"
+	}
+	return env, nil
+}
+
+// GeminiEnv writes $home/.gemini/settings.json (API-key auth, telemetry and
+// updates off) and returns the environment for `gemini --acp`.
+func (s *Server) GeminiEnv(home string) (map[string]string, error) {
+	dir := filepath.Join(home, ".gemini")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("fakemodel: create gemini dir: %w", err)
+	}
+	settings := `{"privacy":{"usageStatisticsEnabled":false},"telemetry":{"enabled":false},` +
+		`"general":{"enableAutoUpdate":false,"enableAutoUpdateNotification":false},` +
+		`"security":{"auth":{"selectedType":"gemini-api-key"}}}`
+	if err := os.WriteFile(filepath.Join(dir, "settings.json"), []byte(settings), 0o600); err != nil {
+		return nil, fmt.Errorf("fakemodel: write gemini settings: %w", err)
+	}
+	return map[string]string{"HOME": home, "GEMINI_API_KEY": "fake-gemini-key",
+		"GOOGLE_GEMINI_BASE_URL": s.URL(), "GEMINI_CLI_NO_RELAUNCH": "true"}, nil
+}
