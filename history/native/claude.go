@@ -1,0 +1,914 @@
+package native
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/ochat-dev/ochat/transcript"
+)
+
+// Claude Code store (closed source; shapes from Claude Code 2.0–2.1.83 files
+// and public fixtures, see docs/native-stores.md §1):
+//
+//	$CLAUDE_CONFIG_DIR (comma-separated list) or ~/.claude, ~/.config/claude
+//	  projects/<encoded cwd>/<sessionId>.jsonl
+//	  projects/<encoded cwd>/<sessionId>/subagents/agent-<agentId>.jsonl (+ .meta.json)
+//	  projects/<encoded cwd>/agent-<agentId>.jsonl  (old flat sidechain layout)
+
+// claudeProjectsDirs returns every projects/ dir to look in.
+func claudeProjectsDirs(env Env) []string {
+	var roots []string
+	if env.ClaudeConfigDir != "" {
+		for _, d := range strings.Split(env.ClaudeConfigDir, ",") {
+			if d = strings.TrimSpace(d); d != "" {
+				roots = append(roots, d)
+			}
+		}
+	} else if env.Home != "" {
+		roots = append(roots, filepath.Join(env.Home, ".claude"), filepath.Join(env.Home, ".config", "claude"))
+	}
+	out := make([]string, 0, len(roots))
+	for _, r := range roots {
+		out = append(out, filepath.Join(r, "projects"))
+	}
+	return out
+}
+
+var nonAlnum = regexp.MustCompile(`[^a-zA-Z0-9]`)
+
+// claudeMaxDirName is the length after which Claude Code truncates the
+// encoded cwd and appends "-<hash>" (the hash differs between the native
+// CLI and the Node SDK, so only the prefix can be matched).
+const claudeMaxDirName = 200
+
+// ClaudeProjectDirName encodes a cwd the way Claude Code names its project
+// folder: every byte that is not an ASCII letter or digit becomes '-'. For a
+// result longer than 200 characters only the first 200 are returned and
+// long is true: the real folder is that prefix + "-" + a hash.
+func ClaudeProjectDirName(cwd string) (name string, long bool) {
+	// JavaScript replaces per UTF-16 unit; non-ASCII runes become one '-'
+	// each per unit. Map runes, counting astral runes twice.
+	var sb strings.Builder
+	for _, r := range cwd {
+		switch {
+		case r < 128 && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'):
+			sb.WriteRune(r)
+		case r > 0xFFFF:
+			sb.WriteString("--")
+		default:
+			sb.WriteByte('-')
+		}
+	}
+	name = sb.String()
+	if len(name) > claudeMaxDirName {
+		return name[:claudeMaxDirName], true
+	}
+	return name, false
+}
+
+// claudeSessionFiles lists the candidate session files of workspace
+// (unconfirmed: the caller checks the recorded cwd).
+func claudeSessionFiles(env Env, workspace string) (files []string, diags []Diagnostic) {
+	name, long := ClaudeProjectDirName(workspace)
+	for _, pd := range claudeProjectsDirs(env) {
+		entries, err := os.ReadDir(pd)
+		if err != nil {
+			diags = append(diags, storeDiag(AgentClaude, pd, err))
+			continue
+		}
+		for _, e := range entries {
+			n := e.Name()
+			if !(n == name && !long) && !(long && strings.HasPrefix(n, name+"-")) {
+				continue
+			}
+			dir := filepath.Join(pd, n)
+			fs, err := os.ReadDir(dir)
+			if err != nil {
+				diags = append(diags, Diagnostic{Level: "warning", Agent: AgentClaude, Path: dir, Message: fmt.Sprintf("cannot read project folder: %v", err)})
+				continue
+			}
+			for _, f := range fs {
+				fn := f.Name()
+				if !strings.HasSuffix(fn, ".jsonl") || strings.HasPrefix(fn, "agent-") {
+					continue
+				}
+				files = append(files, filepath.Join(dir, fn))
+			}
+		}
+	}
+	return files, diags
+}
+
+// claudeLine is one decoded line of a Claude Code transcript. Unknown
+// fields are ignored; Message and ToolUseResult are decoded on demand.
+type claudeLine struct {
+	Type              string          `json:"type"`
+	Subtype           string          `json:"subtype"`
+	UUID              string          `json:"uuid"`
+	ParentUUID        string          `json:"parentUuid"`
+	LogicalParentUUID string          `json:"logicalParentUuid"`
+	IsSidechain       bool            `json:"isSidechain"`
+	IsMeta            bool            `json:"isMeta"`
+	IsCompactSummary  bool            `json:"isCompactSummary"`
+	IsAPIErrorMessage bool            `json:"isApiErrorMessage"`
+	Cwd               string          `json:"cwd"`
+	SessionID         string          `json:"sessionId"`
+	GitBranch         string          `json:"gitBranch"`
+	Timestamp         string          `json:"timestamp"`
+	Message           json.RawMessage `json:"message"`
+	ToolUseResult     json.RawMessage `json:"toolUseResult"`
+	Content           json.RawMessage `json:"content"`
+	CompactMetadata   *struct {
+		Trigger   string `json:"trigger"`
+		PreTokens int64  `json:"preTokens"`
+	} `json:"compactMetadata"`
+	DurationMs  int64  `json:"durationMs"`
+	Summary     string `json:"summary"`
+	CustomTitle string `json:"customTitle"`
+	AITitle     string `json:"aiTitle"`
+	AgentName   string `json:"agentName"`
+	LastPrompt  string `json:"lastPrompt"`
+	Operation   string `json:"operation"`
+	AgentID     string `json:"agentId"`
+}
+
+type claudeMessage struct {
+	ID         string          `json:"id"`
+	Role       string          `json:"role"`
+	Model      string          `json:"model"`
+	Content    json.RawMessage `json:"content"`
+	StopReason string          `json:"stop_reason"`
+}
+
+type claudeBlock struct {
+	Type      string          `json:"type"`
+	Text      string          `json:"text"`
+	Thinking  string          `json:"thinking"`
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Input     json.RawMessage `json:"input"`
+	ToolUseID string          `json:"tool_use_id"`
+	Content   json.RawMessage `json:"content"`
+	IsError   bool            `json:"is_error"`
+	Source    *struct {
+		Type      string `json:"type"`
+		MediaType string `json:"media_type"`
+		Data      string `json:"data"`
+	} `json:"source"`
+}
+
+// claudeKnownTypes are line types the reader understands or deliberately
+// ignores; any other type is noted once in the diagnostics.
+var claudeKnownTypes = map[string]bool{
+	"user": true, "assistant": true, "system": true, "summary": true, "custom-title": true, "ai-title": true,
+	"agent-name": true, "last-prompt": true, "file-history-snapshot": true, "queue-operation": true,
+	"attachment": true, "progress": true, "permission-mode": true, "mode": true, "pr-link": true,
+	"frame-link": true, "worktree-state": true, "relocated": true, "bridge-session": true, "atis-latch": true,
+	"attribution-snapshot": true, "started": true, "result": true, "tag": true,
+}
+
+// blocks decodes message content that is either a string or a block array.
+func claudeBlocks(raw json.RawMessage) (text string, blocks []claudeBlock, ok bool) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil, true
+	}
+	if raw[0] == '"' {
+		return jsonString(raw), nil, true
+	}
+	if err := json.Unmarshal(raw, &blocks); err != nil {
+		return "", nil, false
+	}
+	return "", blocks, true
+}
+
+// flattenToolResult turns tool_result content (string or blocks) into text.
+func flattenToolResult(raw json.RawMessage) string {
+	text, blocks, _ := claudeBlocks(raw)
+	if blocks == nil {
+		return text
+	}
+	var parts []string
+	for _, b := range blocks {
+		switch b.Type {
+		case "text":
+			parts = append(parts, b.Text)
+		case "image":
+			parts = append(parts, "[image]")
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// claudeUserText classifies the text of a user line: the visible prompt
+// text, whether it is a slash command, an interruption marker, or scaffolding.
+func claudeUserText(s string) (text string, kind string) {
+	t := strings.TrimSpace(s)
+	switch {
+	case t == "":
+		return "", "empty"
+	case strings.HasPrefix(t, "[Request interrupted by user"):
+		return t, "interrupted"
+	case strings.HasPrefix(t, "<command-name>"):
+		name := between(t, "<command-name>", "</command-name>")
+		args := between(t, "<command-args>", "</command-args>")
+		return strings.TrimSpace(name + " " + args), "command"
+	case isScaffold(t):
+		return "", "scaffold"
+	}
+	return s, "prompt"
+}
+
+// stripReminders removes <system-reminder>…</system-reminder> spans that
+// the CLI injects into user text.
+func stripReminders(s string) string {
+	const open, close = "<system-reminder>", "</system-reminder>"
+	for {
+		i := strings.Index(s, open)
+		if i < 0 {
+			return s
+		}
+		j := strings.Index(s[i:], close)
+		if j < 0 {
+			return s[:i]
+		}
+		s = s[:i] + s[i+j+len(close):]
+	}
+}
+
+func between(s, a, b string) string {
+	i := strings.Index(s, a)
+	if i < 0 {
+		return ""
+	}
+	s = s[i+len(a):]
+	if j := strings.Index(s, b); j >= 0 {
+		return s[:j]
+	}
+	return s
+}
+
+// claudeReader accumulates the lines of one session file.
+type claudeReader struct {
+	t        Transcript
+	sub      bool // a subagent file: its lines are all sidechain lines
+	lines    []*claudeLine // conversation lines with a uuid, file order
+	byUUID   map[string]int
+	unknown  map[string]int
+	titles   struct{ custom, ai, agentName, summary, firstPrompt string }
+	lastLine int
+}
+
+func newClaudeReader(path string) *claudeReader {
+	r := &claudeReader{byUUID: map[string]int{}, unknown: map[string]int{}}
+	r.t.Agent = AgentClaude
+	r.t.Path = path
+	r.t.ID = strings.TrimSuffix(filepath.Base(path), ".jsonl")
+	return r
+}
+
+// add takes one line. Bad lines are counted, never fatal.
+func (r *claudeReader) add(n int, line []byte) {
+	var l claudeLine
+	if !validLine(line) || json.Unmarshal(line, &l) != nil || l.Type == "" {
+		r.t.Diagnostics.SkippedLines++
+		r.t.Diagnostics.problemf("line %d: not a JSON record, skipped", n)
+		return
+	}
+	if !claudeKnownTypes[l.Type] {
+		r.unknown[l.Type]++
+	}
+	switch l.Type {
+	case "custom-title":
+		r.titles.custom = l.CustomTitle
+	case "ai-title":
+		r.titles.ai = l.AITitle
+	case "agent-name":
+		r.titles.agentName = l.AgentName
+	case "summary":
+		r.titles.summary = l.Summary
+	}
+	if l.Cwd != "" && r.t.Cwd == "" {
+		r.t.Cwd = l.Cwd
+	}
+	if l.GitBranch != "" {
+		r.t.GitBranch = l.GitBranch
+	}
+	if l.UUID == "" {
+		return
+	}
+	if _, dup := r.byUUID[l.UUID]; dup {
+		return // copied history (fork/resume into a new file, sidechain replay)
+	}
+	switch l.Type {
+	case "user", "assistant", "system":
+	default:
+		// keep only the chain links of bookkeeping lines
+		l = claudeLine{Type: l.Type, UUID: l.UUID, ParentUUID: l.ParentUUID, LogicalParentUUID: l.LogicalParentUUID, IsSidechain: l.IsSidechain}
+	}
+	r.byUUID[l.UUID] = len(r.lines)
+	r.lines = append(r.lines, &l)
+}
+
+// validLine rejects lines with NUL bytes or raw control characters outside
+// strings that encoding/json might otherwise half-accept.
+func validLine(b []byte) bool {
+	return bytes.IndexByte(b, 0) < 0
+}
+
+// activePath returns the indices of the lines on the visible conversation:
+// the chain from the last main-thread message back to the root, linking a
+// compact boundary to its logical parent. A missing parent (corrupt or
+// removed line) or an earlier independent chain continues with the latest
+// earlier line, so nothing before a break is lost.
+func (r *claudeReader) activePath() []int {
+	leaf := -1
+	for i := len(r.lines) - 1; i >= 0; i-- {
+		l := r.lines[i]
+		if (r.sub || !l.IsSidechain) && (l.Type == "user" || l.Type == "assistant") {
+			leaf = i
+			break
+		}
+	}
+	if leaf < 0 {
+		return nil
+	}
+	on := make([]bool, len(r.lines))
+	cur := leaf
+	for cur >= 0 && !on[cur] {
+		on[cur] = true
+		l := r.lines[cur]
+		next := -1
+		if p, ok := r.byUUID[l.ParentUUID]; ok && l.ParentUUID != "" {
+			next = p
+		} else if p, ok := r.byUUID[l.LogicalParentUUID]; ok && l.LogicalParentUUID != "" {
+			next = p
+		} else {
+			if l.ParentUUID != "" {
+				r.t.Diagnostics.problemf("parent %s of %s not found; continuing with the previous line", l.ParentUUID, l.UUID)
+			}
+			for j := cur - 1; j >= 0; j-- {
+				if (r.sub || !r.lines[j].IsSidechain) && !on[j] {
+					next = j
+					break
+				}
+			}
+		}
+		cur = next
+	}
+	var path []int
+	for i, ok := range on {
+		if ok {
+			path = append(path, i)
+		}
+	}
+	return path
+}
+
+// build maps the active path into canonical messages.
+func (r *claudeReader) build() *Transcript {
+	t := &r.t
+	t.Messages, t.Markers = nil, nil
+	b := newBuilder(t, AgentClaude)
+	edits := map[string]claudeBlock{} // tool_use id → edit tool call (for fallback diffs)
+	for _, i := range r.activePath() {
+		l := r.lines[i]
+		if l.IsSidechain && !r.sub {
+			continue
+		}
+		ts := parseTime(l.Timestamp)
+		switch l.Type {
+		case "system":
+			switch l.Subtype {
+			case "compact_boundary", "microcompact_boundary":
+				text := "Conversation compacted"
+				if m := l.CompactMetadata; m != nil {
+					text = fmt.Sprintf("Conversation compacted (%s, %d tokens before)", m.Trigger, m.PreTokens)
+				}
+				b.marker("compaction", text, ts)
+			case "turn_duration":
+				if b.cur >= 0 {
+					t.Messages[b.cur].DurationMs = l.DurationMs
+				}
+			case "api_error", "error", "api_refusal":
+				if s := jsonString(l.Content); s != "" {
+					b.marker("error", s, ts)
+				}
+			}
+		case "user":
+			r.userLine(b, l, ts, edits)
+		case "assistant":
+			r.assistantLine(b, l, ts, edits)
+		}
+	}
+	b.finish()
+	r.finishMeta()
+	return t
+}
+
+func (r *claudeReader) userLine(b *builder, l *claudeLine, ts int64, edits map[string]claudeBlock) {
+	t := &r.t
+	var m claudeMessage
+	if len(l.Message) == 0 || json.Unmarshal(l.Message, &m) != nil {
+		return
+	}
+	text, blocks, ok := claudeBlocks(m.Content)
+	if !ok {
+		t.Diagnostics.problemf("%s: unreadable user content", l.UUID)
+		return
+	}
+	var texts []string
+	var atts []transcript.Attachment
+	hasResult := false
+	for _, bl := range blocks {
+		switch bl.Type {
+		case "tool_result":
+			hasResult = true
+			out := flattenToolResult(bl.Content)
+			if !b.result(bl.ToolUseID, out, bl.IsError, ts) {
+				t.Diagnostics.problemf("%s: result for unknown tool call %s", l.UUID, bl.ToolUseID)
+				continue
+			}
+			if !bl.IsError {
+				r.fileChanges(b, bl.ToolUseID, l.ToolUseResult, edits, ts)
+				r.subagentLink(bl.ToolUseID, l.ToolUseResult)
+			}
+		case "text":
+			if tx := stripReminders(bl.Text); strings.TrimSpace(tx) != "" {
+				texts = append(texts, tx)
+			}
+		case "image":
+			a := transcript.Attachment{Kind: "image"}
+			if bl.Source != nil {
+				a.MimeType = bl.Source.MediaType
+				a.Size = int64(len(bl.Source.Data)) * 3 / 4
+			}
+			atts = append(atts, a)
+		}
+	}
+	if blocks == nil {
+		texts = []string{stripReminders(text)}
+	}
+	if hasResult && len(texts) == 0 && len(atts) == 0 {
+		return
+	}
+	joined := strings.Join(texts, "\n")
+	switch {
+	case l.IsCompactSummary:
+		b.marker("compaction", joined, ts)
+		return
+	case l.IsMeta:
+		return
+	}
+	vis, kind := claudeUserText(joined)
+	switch kind {
+	case "interrupted":
+		if b.cur >= 0 {
+			t.Messages[b.cur].Status = transcript.StatusCancelled
+		}
+		b.marker("interrupted", vis, ts)
+	case "command":
+		b.user(l.UUID, ts, vis, nil, true)
+	case "prompt":
+		b.user(l.UUID, ts, vis, atts, false)
+		if r.titles.firstPrompt == "" {
+			r.titles.firstPrompt = vis
+		}
+	default:
+		if len(atts) > 0 {
+			b.user(l.UUID, ts, "", atts, false)
+		}
+	}
+}
+
+func (r *claudeReader) assistantLine(b *builder, l *claudeLine, ts int64, edits map[string]claudeBlock) {
+	t := &r.t
+	var m claudeMessage
+	if len(l.Message) == 0 || json.Unmarshal(l.Message, &m) != nil {
+		return
+	}
+	_, blocks, ok := claudeBlocks(m.Content)
+	if !ok {
+		t.Diagnostics.problemf("%s: unreadable assistant content", l.UUID)
+		return
+	}
+	if m.Model == "<synthetic>" || l.IsAPIErrorMessage {
+		var parts []string
+		for _, bl := range blocks {
+			if bl.Type == "text" {
+				parts = append(parts, bl.Text)
+			}
+		}
+		b.marker("error", strings.Join(parts, "\n"), ts)
+		return
+	}
+	if m.Model != "" {
+		t.Model = m.Model
+	}
+	id := m.ID
+	if id == "" {
+		id = l.UUID
+	}
+	for k, bl := range blocks {
+		switch bl.Type {
+		case "thinking":
+			b.text(id, ts, transcript.SegReasoning, bl.Thinking)
+		case "redacted_thinking":
+			b.assistant(id, ts)
+		case "text":
+			b.text(id, ts, transcript.SegContent, bl.Text)
+		case "tool_use", "server_tool_use":
+			if bl.ID == "" {
+				bl.ID = fmt.Sprintf("%s#%d", l.UUID, k)
+			}
+			if bl.Name == "TodoWrite" {
+				if entries, ok := todoEntries(bl.Input); ok {
+					b.plan(id, ts, bl.ID, entries)
+					continue
+				}
+			}
+			switch bl.Name {
+			case "Edit", "MultiEdit", "Write", "NotebookEdit":
+				edits[bl.ID] = bl
+			}
+			b.tool(id, ts, transcript.Segment{Type: transcript.SegTool, ID: bl.ID, Name: bl.Name, Input: bl.Input})
+		}
+	}
+}
+
+// todoEntries maps TodoWrite input {todos:[{content,status,activeForm,priority}]}.
+func todoEntries(input json.RawMessage) ([]transcript.PlanEntry, bool) {
+	var in struct {
+		Todos []struct {
+			Content  string `json:"content"`
+			Status   string `json:"status"`
+			Priority string `json:"priority"`
+		} `json:"todos"`
+	}
+	if json.Unmarshal(input, &in) != nil || in.Todos == nil {
+		return nil, false
+	}
+	out := make([]transcript.PlanEntry, 0, len(in.Todos))
+	for _, e := range in.Todos {
+		out = append(out, transcript.PlanEntry{Content: e.Content, Status: e.Status, Priority: e.Priority})
+	}
+	return out, true
+}
+
+// fileChanges derives fileChange segments from a successful edit tool's
+// toolUseResult (structuredPatch), falling back to the tool input.
+func (r *claudeReader) fileChanges(b *builder, callID string, tur json.RawMessage, edits map[string]claudeBlock, ts int64) {
+	call, isEdit := edits[callID]
+	var res struct {
+		Type            string  `json:"type"`
+		FilePath        string  `json:"filePath"`
+		Content         string  `json:"content"`
+		OriginalFile    *string `json:"originalFile"`
+		StructuredPatch []struct {
+			Lines []string `json:"lines"`
+		} `json:"structuredPatch"`
+	}
+	if len(tur) == 0 || tur[0] != '{' || json.Unmarshal(tur, &res) != nil || res.FilePath == "" {
+		if !isEdit {
+			return
+		}
+		// fallback: diff the tool input
+		var in struct {
+			FilePath  string  `json:"file_path"`
+			Notebook  string  `json:"notebook_path"`
+			OldString string  `json:"old_string"`
+			NewString string  `json:"new_string"`
+			Content   *string `json:"content"`
+			Edits     []struct {
+				OldString string `json:"old_string"`
+				NewString string `json:"new_string"`
+			} `json:"edits"`
+		}
+		if json.Unmarshal(call.Input, &in) != nil {
+			return
+		}
+		p := in.FilePath
+		if p == "" {
+			p = in.Notebook
+		}
+		if p == "" {
+			return
+		}
+		add, del := countLines(in.NewString), countLines(in.OldString)
+		for _, e := range in.Edits {
+			add += countLines(e.NewString)
+			del += countLines(e.OldString)
+		}
+		if in.Content != nil {
+			add = countLines(*in.Content)
+		}
+		b.fileChange("", ts, transcript.Segment{Path: p, Additions: intp(add), Deletions: intp(del), ToolCallID: callID})
+		return
+	}
+	var add, del int
+	var diff strings.Builder
+	for _, h := range res.StructuredPatch {
+		for _, ln := range h.Lines {
+			switch {
+			case strings.HasPrefix(ln, "+"):
+				add++
+			case strings.HasPrefix(ln, "-"):
+				del++
+			}
+			diff.WriteString(ln)
+			diff.WriteByte('\n')
+		}
+	}
+	if res.Type == "create" && len(res.StructuredPatch) == 0 {
+		add = countLines(res.Content)
+	}
+	fc := transcript.Segment{Path: res.FilePath, Additions: intp(add), Deletions: intp(del), ToolCallID: callID, Diff: diff.String()}
+	if res.Type == "create" {
+		fc.NewText = strp(res.Content)
+	}
+	b.fileChange("", ts, fc)
+}
+
+// subagentLink remembers toolUseResult.agentId of a Task/Agent call.
+func (r *claudeReader) subagentLink(callID string, tur json.RawMessage) {
+	if len(tur) == 0 || tur[0] != '{' || !bytes.Contains(tur, []byte(`"agentId"`)) {
+		return
+	}
+	var res struct {
+		AgentID string `json:"agentId"`
+	}
+	if json.Unmarshal(tur, &res) == nil && res.AgentID != "" {
+		r.t.Subagents = append(r.t.Subagents, Subagent{ToolCallID: callID, AgentID: res.AgentID})
+	}
+}
+
+// finishMeta sets the title by Claude Code's priority: custom title > AI
+// title > agent name > summary > first prompt; and the resume command.
+func (r *claudeReader) finishMeta() {
+	t := &r.t
+	for _, s := range []string{r.titles.custom, r.titles.ai, r.titles.agentName, r.titles.summary, r.titles.firstPrompt} {
+		if strings.TrimSpace(s) != "" {
+			t.Title = truncate(s, 200)
+			break
+		}
+	}
+	if len(r.unknown) > 0 {
+		keys := make([]string, 0, len(r.unknown))
+		for k := range r.unknown {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			t.Diagnostics.problemf("unknown line type %q (%d lines) ignored", k, r.unknown[k])
+		}
+	}
+	t.Resume = ResumeCommand(AgentClaude, t.ID, t.Path)
+}
+
+// ReadClaude reads one Claude Code session file, with its subagents.
+func ReadClaude(path string) (*Transcript, error) {
+	t, err := readClaudeFile(path, false)
+	if err != nil {
+		return nil, err
+	}
+	attachClaudeSubagents(t)
+	return t, nil
+}
+
+func readClaudeFile(path string, sub bool) (*Transcript, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read claude session: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("read claude session: %w", err)
+	}
+	if fi.IsDir() {
+		return nil, fmt.Errorf("read claude session %s: is a directory", path)
+	}
+	r := newClaudeReader(path)
+	r.sub = sub
+	r.t.Size = fi.Size()
+	if err := eachLine(f, &r.t.Diagnostics, r.add); err != nil {
+		r.t.Diagnostics.problemf("read stopped: %v", err)
+	}
+	t := r.build()
+	if t.UpdatedAt == 0 {
+		t.UpdatedAt = fi.ModTime().UnixMilli()
+	}
+	return t, nil
+}
+
+// attachClaudeSubagents reads <id>/subagents/agent-*.jsonl (and the old
+// flat agent-*.jsonl files that name this session) and links each to its
+// parent tool call: by meta.json toolUseId, else by toolUseResult.agentId,
+// else to the earliest Task/Agent call not yet linked.
+func attachClaudeSubagents(t *Transcript) {
+	dir := filepath.Join(strings.TrimSuffix(t.Path, ".jsonl"), "subagents")
+	files, _ := filepath.Glob(filepath.Join(dir, "agent-*.jsonl"))
+	byAgent := map[string]int{}
+	for i, s := range t.Subagents {
+		byAgent[s.AgentID] = i
+	}
+	linked := map[string]bool{}
+	for _, s := range t.Subagents {
+		linked[s.ToolCallID] = true
+	}
+	for _, f := range files {
+		agentID := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "agent-"), ".jsonl")
+		sub, err := readClaudeFile(f, true)
+		if err != nil {
+			t.Diagnostics.problemf("subagent %s: %v", agentID, err)
+			continue
+		}
+		var meta struct {
+			Description string `json:"description"`
+			ToolUseID   string `json:"toolUseId"`
+		}
+		if b, err := os.ReadFile(strings.TrimSuffix(f, ".jsonl") + ".meta.json"); err == nil {
+			_ = json.Unmarshal(b, &meta)
+		}
+		sa := Subagent{AgentID: agentID, Description: meta.Description, Path: f, Messages: sub.Messages, ToolCallID: meta.ToolUseID}
+		if sa.ToolCallID == "" {
+			if i, ok := byAgent[agentID]; ok {
+				sa.ToolCallID = t.Subagents[i].ToolCallID
+			}
+		}
+		if sa.ToolCallID == "" {
+			sa.ToolCallID = firstUnlinkedTask(t, linked)
+		}
+		linked[sa.ToolCallID] = true
+		if i, ok := byAgent[agentID]; ok {
+			t.Subagents[i] = sa
+		} else {
+			t.Subagents = append(t.Subagents, sa)
+		}
+	}
+	// links without a file stay (the file may have been cleaned up)
+}
+
+func firstUnlinkedTask(t *Transcript, linked map[string]bool) string {
+	for _, m := range t.Messages {
+		for _, s := range m.Segments {
+			if s.Type == transcript.SegTool && (s.Name == "Task" || s.Name == "Agent") && !linked[s.ID] {
+				return s.ID
+			}
+		}
+	}
+	return ""
+}
+
+// claudeMeta is the listing fast path: it skims every line of a session
+// file for metadata without decoding tool results or assistant content,
+// and returns ok=false for a file with no conversation (orphan snapshot-only
+// files). Counts cover every line of the file (abandoned branches too).
+func claudeMeta(path string, r io.Reader, size int64) (Session, bool, error) {
+	s := Session{Agent: AgentClaude, Path: path, Size: size, ID: strings.TrimSuffix(filepath.Base(path), ".jsonl")}
+	var titles struct{ custom, ai, agentName, summary, firstPrompt string }
+	var first, last string
+	msgIDs := map[string]struct{}{}
+	inTurn := false
+	conv := false
+	err := eachLine(r, &s.Diagnostics, func(n int, line []byte) {
+		var typ, ts, cwd, branch string
+		var msg []byte
+		var isMeta, side, compact bool
+		ok := validLine(line) && objectFields(line, func(k, v []byte) bool {
+			switch string(k) {
+			case "type":
+				typ, _ = rawString(v)
+			case "timestamp":
+				ts, _ = rawString(v)
+			case "cwd":
+				if s.Cwd == "" {
+					cwd = jsonString(v)
+				}
+			case "gitBranch":
+				branch = jsonString(v)
+			case "message":
+				msg = v
+			case "isMeta":
+				isMeta = string(v) == "true"
+			case "isSidechain":
+				side = string(v) == "true"
+			case "isCompactSummary":
+				compact = string(v) == "true"
+			case "customTitle":
+				titles.custom = jsonString(v)
+			case "aiTitle":
+				titles.ai = jsonString(v)
+			case "agentName":
+				titles.agentName = jsonString(v)
+			case "summary":
+				if typ == "" || typ == "summary" {
+					titles.summary = jsonString(v)
+				}
+			}
+			return true
+		})
+		if !ok || typ == "" {
+			s.Diagnostics.SkippedLines++
+			s.Diagnostics.problemf("line %d: not a JSON record, skipped", n)
+			return
+		}
+		if ts != "" {
+			if first == "" || ts < first {
+				first = ts
+			}
+			if ts > last {
+				last = ts
+			}
+		}
+		if cwd != "" {
+			s.Cwd = cwd
+		}
+		if branch != "" {
+			s.GitBranch = branch
+		}
+		if side || len(msg) == 0 {
+			return
+		}
+		switch typ {
+		case "user":
+			conv = true
+			if isMeta || compact || bytes.Contains(msg, []byte(`"tool_result"`)) {
+				return
+			}
+			var m claudeMessage
+			if json.Unmarshal(msg, &m) != nil {
+				return
+			}
+			text, blocks, _ := claudeBlocks(m.Content)
+			if blocks != nil {
+				var parts []string
+				for _, b := range blocks {
+					if b.Type == "text" {
+						if tx := stripReminders(b.Text); strings.TrimSpace(tx) != "" {
+							parts = append(parts, tx)
+						}
+					}
+				}
+				text = strings.Join(parts, "\n")
+			} else {
+				text = stripReminders(text)
+			}
+			vis, kind := claudeUserText(text)
+			if kind == "prompt" {
+				s.MessageCount++
+				inTurn = false
+				if titles.firstPrompt == "" {
+					titles.firstPrompt = vis
+				}
+			}
+		case "assistant":
+			conv = true
+			var id, model string
+			var content []byte
+			objectFields(msg, func(k, v []byte) bool {
+				switch string(k) {
+				case "id":
+					id, _ = rawString(v)
+				case "model":
+					model = jsonString(v)
+				case "content":
+					content = v
+				}
+				return true
+			})
+			if model == "<synthetic>" {
+				return
+			}
+			if model != "" {
+				s.Model = model
+			}
+			if id != "" {
+				if _, seen := msgIDs[id]; !seen {
+					msgIDs[id] = struct{}{}
+				}
+			}
+			if !inTurn {
+				s.MessageCount++
+				inTurn = true
+			}
+			s.ToolCount += bytes.Count(content, []byte(`"type":"tool_use"`)) - bytes.Count(content, []byte(`"name":"TodoWrite"`))
+		}
+	})
+	for _, v := range []string{titles.custom, titles.ai, titles.agentName, titles.summary, titles.firstPrompt} {
+		if strings.TrimSpace(v) != "" {
+			s.Title = truncate(v, 200)
+			break
+		}
+	}
+	s.CreatedAt, s.UpdatedAt = parseTime(first), parseTime(last)
+	s.Resume = ResumeCommand(AgentClaude, s.ID, path)
+	return s, conv, err
+}

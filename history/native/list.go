@@ -1,0 +1,290 @@
+package native
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+// List returns the native sessions of every store whose recorded cwd is
+// workspace, newest UpdatedAt first. Store-level problems (a missing or
+// unreadable store, a session path that is a directory, a symlink loop, a
+// locked database) come back as diagnostics; they never stop the listing.
+func List(ctx context.Context, env Env, workspace string) ([]Session, []Diagnostic) {
+	return ListWithCache(ctx, env, workspace, nil)
+}
+
+// ListWithCache is List with a metadata cache keyed by (agent, path, size,
+// mtime): a file whose key is cached is not opened at all. cache may be nil.
+func ListWithCache(ctx context.Context, env Env, workspace string, cache Cache) ([]Session, []Diagnostic) {
+	ws := cleanAbs(workspace)
+	var all []Session
+	var diags []Diagnostic
+	for _, st := range stores {
+		if ctx.Err() != nil {
+			diags = append(diags, Diagnostic{Level: "warning", Message: fmt.Sprintf("listing stopped: %v", ctx.Err())})
+			break
+		}
+		ss, ds := st.list(ctx, env, ws, cache)
+		all = append(all, ss...)
+		diags = append(diags, ds...)
+	}
+	sort.SliceStable(all, func(i, j int) bool {
+		if all[i].UpdatedAt != all[j].UpdatedAt {
+			return all[i].UpdatedAt > all[j].UpdatedAt
+		}
+		return all[i].Path < all[j].Path
+	})
+	return all, diags
+}
+
+// store is one native store: how to list a workspace's sessions.
+type store struct {
+	agent string
+	list  func(ctx context.Context, env Env, ws string, cache Cache) ([]Session, []Diagnostic)
+}
+
+var stores = []store{
+	{AgentClaude, listClaude},
+}
+
+// metaFunc extracts listing metadata from one session file. ok=false drops
+// the file from the listing (empty or not a conversation).
+type metaFunc func(path string, r io.Reader, size int64) (s Session, ok bool, err error)
+
+// fileResult is the outcome of listing one file.
+type fileResult struct {
+	s    Session
+	ok   bool
+	diag *Diagnostic
+}
+
+// listFiles runs meta over files with one worker per CPU, using cache.
+// keep filters by the recorded session (e.g. cwd == workspace).
+func listFiles(ctx context.Context, agent string, files []string, cache Cache, meta metaFunc, keep func(Session) bool) ([]Session, []Diagnostic) {
+	res := make([]fileResult, len(files))
+	workers := runtime.GOMAXPROCS(0)
+	if workers > len(files) {
+		workers = len(files)
+	}
+	var next int
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				i := next
+				next++
+				mu.Unlock()
+				if i >= len(files) || ctx.Err() != nil {
+					return
+				}
+				res[i] = listOne(agent, files[i], cache, meta)
+			}
+		}()
+	}
+	wg.Wait()
+	var out []Session
+	var diags []Diagnostic
+	for _, r := range res {
+		if r.diag != nil {
+			diags = append(diags, *r.diag)
+		}
+		if r.ok && (keep == nil || keep(r.s)) {
+			out = append(out, r.s)
+		}
+	}
+	return out, diags
+}
+
+func listOne(agent, path string, cache Cache, meta metaFunc) fileResult {
+	diag := func(format string, args ...any) fileResult {
+		return fileResult{diag: &Diagnostic{Level: "warning", Agent: agent, Path: path, Message: fmt.Sprintf(format, args...)}}
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			return diag("symlink loop")
+		}
+		if os.IsNotExist(err) {
+			return fileResult{} // deleted meanwhile (cleanup, archive, compression)
+		}
+		return diag("cannot stat: %v", err)
+	}
+	if fi.IsDir() {
+		return diag("session file is a directory")
+	}
+	if !fi.Mode().IsRegular() {
+		return diag("not a regular file")
+	}
+	if fi.Size() == 0 {
+		return fileResult{}
+	}
+	key := cacheKey(agent, path, fi.Size(), fi.ModTime().UnixNano())
+	if cache != nil {
+		if b, ok := cache.Get(key); ok {
+			var c cachedMeta
+			if json.Unmarshal(b, &c) == nil {
+				return fileResult{s: c.Session, ok: c.OK}
+			}
+		}
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return diag("cannot open: %v", err)
+	}
+	defer f.Close()
+	rd, closeFn, err := decompressFor(path, f)
+	if err != nil {
+		return diag("%v", err)
+	}
+	defer closeFn()
+	s, ok, err := meta(path, rd, fi.Size())
+	if err != nil {
+		s.Diagnostics.problemf("read stopped: %v", err)
+	}
+	if s.UpdatedAt == 0 {
+		s.UpdatedAt = fi.ModTime().UnixMilli()
+	}
+	if s.CreatedAt == 0 {
+		s.CreatedAt = s.UpdatedAt
+	}
+	if cache != nil {
+		b, _ := json.Marshal(cachedMeta{Session: s, OK: ok})
+		cache.Put(key, b)
+	}
+	return fileResult{s: s, ok: ok}
+}
+
+type cachedMeta struct {
+	Session Session `json:"s"`
+	OK      bool    `json:"ok"`
+}
+
+func listClaude(ctx context.Context, env Env, ws string, cache Cache) ([]Session, []Diagnostic) {
+	files, diags := claudeSessionFiles(env, ws)
+	_, long := ClaudeProjectDirName(ws)
+	ss, ds := listFiles(ctx, AgentClaude, files, cache, claudeMeta, func(s Session) bool {
+		if s.Cwd == "" {
+			return !long
+		}
+		return sameDir(s.Cwd, ws)
+	})
+	return ss, append(diags, ds...)
+}
+
+// sameDir compares a recorded cwd with the workspace (already cleaned).
+func sameDir(recorded, ws string) bool {
+	if recorded == ws {
+		return true
+	}
+	return cleanAbs(recorded) == ws
+}
+
+// Read reads one native session into a transcript. ref is a path to a
+// session file (or an OpenCode "<db>#<ses_id>") or a native session id,
+// looked up in every store of env.
+func Read(ctx context.Context, env Env, ref string) (*Transcript, error) {
+	if ref == "" {
+		return nil, errors.New("read native session: empty reference")
+	}
+	if strings.ContainsRune(ref, os.PathSeparator) || strings.HasSuffix(ref, ".jsonl") || strings.HasSuffix(ref, ".json") || strings.HasSuffix(ref, ".zst") {
+		return ReadFile(ctx, ref)
+	}
+	return readByID(ctx, env, ref)
+}
+
+// ReadFile reads a session file, detecting its store from the path and
+// the first line.
+func ReadFile(ctx context.Context, path string) (*Transcript, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("read native session: %w", err)
+	}
+	if fi.IsDir() {
+		return nil, fmt.Errorf("read native session %s: is a directory", path)
+	}
+	switch agent := detectAgent(path); agent {
+	case AgentClaude:
+		return ReadClaude(path)
+	}
+	return nil, fmt.Errorf("read native session %s: unknown store format", path)
+}
+
+// detectAgent tells the store of a session file from its name and head.
+func detectAgent(path string) string {
+	base := filepath.Base(path)
+	switch {
+	case strings.HasPrefix(base, "rollout-"):
+		return AgentCodex
+	case strings.HasPrefix(base, "session-") && strings.Contains(path, string(os.PathSeparator)+"chats"+string(os.PathSeparator)):
+		return AgentGemini
+	case strings.HasPrefix(base, "ses_") && strings.HasSuffix(base, ".json"):
+		return AgentOpenCode
+	}
+	head := fileHead(path, 64<<10)
+	switch {
+	case strings.Contains(head, `"type":"session_meta"`) || strings.Contains(head, `"type":"response_item"`):
+		return AgentCodex
+	case strings.HasPrefix(strings.TrimSpace(head), `{"type":"session"`):
+		return AgentPi
+	case strings.Contains(head, `"projectHash"`):
+		return AgentGemini
+	case strings.Contains(head, `"sessionId"`) || strings.Contains(head, `"parentUuid"`):
+		return AgentClaude
+	}
+	return ""
+}
+
+func fileHead(path string, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	rd, closeFn, err := decompressFor(path, f)
+	if err != nil {
+		return ""
+	}
+	defer closeFn()
+	b := make([]byte, n)
+	k, _ := io.ReadFull(rd, b)
+	return string(b[:k])
+}
+
+// readByID finds a native session id in every store.
+func readByID(ctx context.Context, env Env, id string) (*Transcript, error) {
+	if strings.ContainsAny(id, `*?[\`) {
+		return nil, fmt.Errorf("read native session %q: invalid id", id)
+	}
+	for _, pd := range claudeProjectsDirs(env) {
+		if m, _ := filepath.Glob(filepath.Join(pd, "*", id+".jsonl")); len(m) > 0 {
+			return ReadClaude(m[0])
+		}
+	}
+	return nil, fmt.Errorf("read native session %q: %w", id, ErrNotFound)
+}
+
+// ErrNotFound is returned (wrapped) by Read when no store holds the id.
+var ErrNotFound = errors.New("native session not found")
+
+// storeDiag describes a store directory that cannot be listed: "info" when
+// it does not exist (that CLI is not used here), "warning" otherwise.
+func storeDiag(agent, dir string, err error) Diagnostic {
+	if errors.Is(err, os.ErrNotExist) {
+		return Diagnostic{Level: "info", Agent: agent, Path: dir, Message: "no store here"}
+	}
+	return Diagnostic{Level: "warning", Agent: agent, Path: dir, Message: fmt.Sprintf("cannot read store: %v", err)}
+}

@@ -1,0 +1,150 @@
+package native
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// mapCache is a Cache that counts hits and stores.
+type mapCache struct {
+	mu         sync.Mutex
+	m          map[string][]byte
+	hits, puts int
+}
+
+func (c *mapCache) Get(k string) ([]byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.m[k]
+	if ok {
+		c.hits++
+	}
+	return v, ok
+}
+
+func (c *mapCache) Put(k string, v []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string][]byte{}
+	}
+	c.m[k] = v
+	c.puts++
+}
+
+func claudeSessionLines(id, cwd, prompt, ts string) []byte {
+	var b bytes.Buffer
+	for _, r := range []map[string]any{
+		{"type": "user", "uuid": id + "-u", "parentUuid": nil, "cwd": cwd, "sessionId": id, "timestamp": ts,
+			"message": map[string]any{"role": "user", "content": prompt}},
+		{"type": "assistant", "uuid": id + "-a", "parentUuid": id + "-u", "cwd": cwd, "sessionId": id, "timestamp": ts,
+			"message": map[string]any{"id": "msg_" + id, "role": "assistant", "model": "claude-x",
+				"content": []any{map[string]any{"type": "text", "text": "ok"}}}},
+	} {
+		j, _ := json.Marshal(r)
+		b.Write(j)
+		b.WriteByte('\n')
+	}
+	return b.Bytes()
+}
+
+func writeFile(t *testing.T, path string, data []byte) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestListClaude(t *testing.T) {
+	home := t.TempDir()
+	ws := filepath.Join(t.TempDir(), "my_app")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ws = cleanAbs(ws)
+	enc, _ := ClaudeProjectDirName(ws)
+	proj := filepath.Join(home, ".claude", "projects", enc)
+	writeFile(t, filepath.Join(proj, "s-old.jsonl"), claudeSessionLines("s-old", ws, "older", "2026-01-01T00:00:00Z"))
+	writeFile(t, filepath.Join(proj, "s-new.jsonl"), claudeSessionLines("s-new", ws, "newer", "2026-01-02T00:00:00Z"))
+	// same encoded folder, different real cwd (my-app vs my_app): excluded
+	writeFile(t, filepath.Join(proj, "s-other.jsonl"), claudeSessionLines("s-other", strings.Replace(ws, "my_app", "my-app", 1), "other", "2026-01-03T00:00:00Z"))
+	orphan, _ := os.ReadFile("testdata/claude/traps/orphan.jsonl")
+	writeFile(t, filepath.Join(proj, "s-orphan.jsonl"), orphan)
+	writeFile(t, filepath.Join(proj, "s-empty.jsonl"), nil)
+	// a session file replaced by a directory, and a symlink loop
+	if err := os.Mkdir(filepath.Join(proj, "s-dir.jsonl"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(proj, "s-loop.jsonl"), filepath.Join(proj, "s-loop.jsonl")); err != nil {
+		t.Fatal(err)
+	}
+	// a 50 MB single line before a good conversation
+	big := bytes.Repeat([]byte("x"), 50<<20)
+	data := append(append([]byte(`{"type":"user","message":{"role":"user","content":"`), big...), "\"}}\n"...)
+	data = append(data, claudeSessionLines("s-big", ws, "after the big line", "2026-01-01T12:00:00Z")...)
+	writeFile(t, filepath.Join(proj, "s-big.jsonl"), data)
+
+	env := Env{Home: home}
+	cache := &mapCache{}
+	ss, diags := ListWithCache(context.Background(), env, ws, cache)
+	var ids []string
+	for _, s := range ss {
+		ids = append(ids, s.ID)
+	}
+	if got := strings.Join(ids, ","); got != "s-new,s-big,s-old" {
+		t.Errorf("ids = %s", got)
+	}
+	var msgs []string
+	for _, d := range diags {
+		if d.Level == "warning" {
+			msgs = append(msgs, filepath.Base(d.Path)+": "+d.Message)
+		}
+	}
+	if got := strings.Join(msgs, "\n"); !strings.Contains(got, "s-dir.jsonl: session file is a directory") || !strings.Contains(got, "s-loop.jsonl: symlink loop") {
+		t.Errorf("diagnostics:\n%s", got)
+	}
+	for _, s := range ss {
+		if s.ID == "s-big" && (s.Diagnostics.SkippedLines != 1 || s.Title != "after the big line") {
+			t.Errorf("big = %+v", s)
+		}
+		if s.ID == "s-new" && (s.Title != "newer" || s.MessageCount != 2 || s.Model != "claude-x" || s.Resume[2] != "s-new") {
+			t.Errorf("s-new = %+v", s)
+		}
+	}
+	// warm: nothing is parsed again
+	puts := cache.puts
+	ss2, _ := ListWithCache(context.Background(), env, ws, cache)
+	if cache.puts != puts || len(ss2) != len(ss) {
+		t.Errorf("warm listing parsed %d files again (%d sessions)", cache.puts-puts, len(ss2))
+	}
+	// a missing store is an info diagnostic
+	_, diags = List(context.Background(), Env{Home: t.TempDir()}, ws)
+	if len(diags) == 0 || diags[0].Level != "info" {
+		t.Errorf("missing store diags = %+v", diags)
+	}
+}
+
+func TestListClaudeLongPath(t *testing.T) {
+	home := t.TempDir()
+	ws := "/" + strings.Repeat("deep/", 45) + "ws"
+	prefix, long := ClaudeProjectDirName(ws)
+	if !long {
+		t.Fatal("expected a long path")
+	}
+	// the hash suffix differs between CLI builds: any suffix after the prefix matches
+	writeFile(t, filepath.Join(home, ".claude", "projects", prefix+"-1abc2", "a.jsonl"), claudeSessionLines("a", ws, "mine", "2026-01-01T00:00:00Z"))
+	writeFile(t, filepath.Join(home, ".claude", "projects", prefix+"-zz9", "b.jsonl"), claudeSessionLines("b", ws+"x", "collides", "2026-01-01T00:00:00Z"))
+	ss, _ := List(context.Background(), Env{Home: home, ClaudeConfigDir: ""}, ws)
+	if len(ss) != 1 || ss[0].ID != "a" {
+		t.Errorf("sessions = %+v", ss)
+	}
+}
