@@ -1,0 +1,241 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"go.lsp.dev/jsonrpc2"
+	"go.lsp.dev/protocol"
+
+	"github.com/ochat-dev/ochat/agents"
+	"github.com/ochat-dev/ochat/history"
+	"github.com/ochat-dev/ochat/transcript"
+)
+
+func nowMs() int64 { return time.Now().UnixMilli() }
+
+func (s *Server) initializeResult() InitializeResult {
+	var r InitializeResult
+	r.ServerInfo = &protocol.ServerInfo{Name: "ochatd", Version: s.opts.Version}
+	r.Workspace = s.opts.Workspace
+	r.ProtocolVersion = ProtocolVersion
+	return r
+}
+
+// registry loads the agent registry afresh (settings may have changed).
+func (s *Server) registry() (*agents.Registry, error) {
+	dir := s.opts.UserConfigDir
+	if dir == "" {
+		d, err := os.UserConfigDir()
+		if err != nil {
+			return nil, fmt.Errorf("load agent registry: %w", err)
+		}
+		dir = d
+	}
+	reg, err := agents.LoadRegistry(dir, s.opts.Workspace)
+	if err != nil {
+		return nil, fmt.Errorf("load agent registry: %w", err)
+	}
+	return reg, nil
+}
+
+// storeErr maps a store error to a protocol error.
+func storeErr(op, id string, err error) error {
+	if errors.Is(err, history.ErrNotFound) {
+		return notFound("unknown conversation %q", id)
+	}
+	return fmt.Errorf("%s %s: %w", op, id, err)
+}
+
+func (s *Server) listConversations() (any, error) {
+	convs, err := s.store.ListConversations()
+	if err != nil {
+		return nil, fmt.Errorf("list conversations: %w", err)
+	}
+	out := ListConversationsResult{Conversations: make([]ConversationInfo, 0, len(convs))}
+	s.mu.Lock()
+	for _, c := range convs {
+		t := s.topics[c.ID]
+		out.Conversations = append(out.Conversations, ConversationInfo{Conversation: normConv(c), Running: t != nil && t.run != nil})
+	}
+	s.mu.Unlock()
+	return out, nil
+}
+
+func normConv(c history.Conversation) history.Conversation {
+	if c.Agents == nil {
+		c.Agents = []string{}
+	}
+	return c
+}
+
+func (s *Server) createConversation(p CreateConversationParams) (any, error) {
+	now := nowMs()
+	c := history.Conversation{ID: s.newID(), Title: p.Title, Agents: []string{}, CreatedAt: now, UpdatedAt: now}
+	if err := s.store.CreateConversation(c); err != nil {
+		return nil, fmt.Errorf("create conversation: %w", err)
+	}
+	return ConversationResult{Conversation: c}, nil
+}
+
+// snapshot returns a conversation and its messages, with the running turn's
+// assistant message taken live rather than from the last checkpoint.
+func (s *Server) snapshot(id string) (history.Conversation, []transcript.Message, error) {
+	conv, err := s.store.Conversation(id)
+	if err != nil {
+		return conv, nil, storeErr("get conversation", id, err)
+	}
+	msgs, err := s.store.Messages(id)
+	if err != nil {
+		return conv, nil, storeErr("get messages", id, err)
+	}
+	if msgs == nil {
+		msgs = []transcript.Message{}
+	}
+	return normConv(conv), msgs, nil
+}
+
+func (s *Server) getConversation(id string) (any, error) {
+	conv, msgs, err := s.snapshot(id)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	if t := s.topics[id]; t != nil && t.run != nil {
+		live := t.run.messageCopyLocked()
+		msgs = replaceMessage(msgs, live)
+	}
+	s.mu.Unlock()
+	return GetConversationResult{Conversation: conv, Messages: msgs}, nil
+}
+
+// replaceMessage replaces (or appends) the message with m's id.
+func replaceMessage(msgs []transcript.Message, m transcript.Message) []transcript.Message {
+	for i := range msgs {
+		if msgs[i].ID == m.ID {
+			msgs[i] = m
+			return msgs
+		}
+	}
+	return append(msgs, m)
+}
+
+func (s *Server) renameConversation(p RenameParams) (any, error) {
+	if err := s.store.RenameConversation(p.ConversationID, *p.Title); err != nil {
+		return nil, storeErr("rename conversation", p.ConversationID, err)
+	}
+	return struct{}{}, nil
+}
+
+func (s *Server) deleteConversation(id string) (any, error) {
+	s.mu.Lock()
+	if t := s.topics[id]; t != nil && t.run != nil {
+		s.mu.Unlock()
+		return nil, jsonrpc2.Errorf(CodeConflict, "a turn is running in conversation %s: cancel it (ochat/chat/cancel) before deleting", id)
+	}
+	var conns []AgentConn
+	for k, sl := range s.slots {
+		if k.conv == id {
+			conns = append(conns, sl.conn)
+			delete(s.slots, k)
+		}
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+	}
+	if err := s.store.DeleteConversation(id); err != nil {
+		return nil, storeErr("delete conversation", id, err)
+	}
+	return struct{}{}, nil
+}
+
+func (s *Server) historyRecords(id string) (any, error) {
+	res, err := s.getConversation(id)
+	if err != nil {
+		return nil, err
+	}
+	recs := transcript.Flatten(res.(GetConversationResult).Messages)
+	if recs == nil {
+		recs = []transcript.Record{}
+	}
+	return HistoryResult{Records: recs}, nil
+}
+
+// subscribe adds c to the conversation's subscribers and queues the answer —
+// snapshot, running turn's buffered events, pending permissions — under s.mu,
+// so every later event is queued after it: no gap, no duplicate.
+func (s *Server) subscribe(c *client, id string, reply jsonrpc2.Replier) (any, error) {
+	conv, msgs, err := s.snapshot(id)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.topicLocked(id)
+	res := SubscribeResult{Conversation: conv, Messages: msgs, Permissions: []PermissionParams{}}
+	if r := t.run; r != nil {
+		rt := &RunningTurn{TurnID: r.turnID, AssistantMessageID: r.turnID, Agent: r.agent, LastSeq: r.seq}
+		live := r.messageCopyLocked()
+		if r.truncated {
+			rt.Truncated = true
+			rt.Events = []transcript.Event{}
+			rt.Message = &live
+			res.Messages = replaceMessage(res.Messages, live)
+		} else {
+			rt.Events = append([]transcript.Event(nil), r.events...)
+			if rt.Events == nil {
+				rt.Events = []transcript.Event{}
+			}
+			live.Segments = nil
+			res.Messages = replaceMessage(res.Messages, live)
+		}
+		res.Running = rt
+		for _, p := range r.permOrder {
+			if pp := s.perms[p]; pp != nil {
+				res.Permissions = append(res.Permissions, pp.params)
+			}
+		}
+	}
+	t.subs[c] = struct{}{}
+	c.subs[id] = struct{}{}
+	c.queueReply(reply, res, nil)
+	return nil, errReplied
+}
+
+func (s *Server) unsubscribe(c *client, id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t := s.topics[id]; t != nil {
+		delete(t.subs, c)
+		s.dropTopicLocked(t)
+	}
+	delete(c.subs, id)
+}
+
+// titleFrom makes a conversation title from the start of a prompt: its first
+// non-blank line, at most 60 characters.
+func titleFrom(text string) string {
+	line := ""
+	for _, l := range strings.Split(text, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			line = l
+			break
+		}
+	}
+	line = strings.Join(strings.Fields(line), " ")
+	const max = 60
+	if utf8.RuneCountInString(line) <= max {
+		return line
+	}
+	r := []rune(line)[:max]
+	cut := string(r)
+	if i := strings.LastIndexByte(cut, ' '); i > max/2 {
+		cut = cut[:i]
+	}
+	return cut + "…"
+}

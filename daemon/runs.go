@@ -1,0 +1,745 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"time"
+
+	acp "github.com/coder/acp-go-sdk"
+	"go.lsp.dev/jsonrpc2"
+
+	"github.com/ochat-dev/ochat/agents"
+	"github.com/ochat-dev/ochat/history"
+	"github.com/ochat-dev/ochat/transcript"
+)
+
+// run is one prompt turn in flight. Its fields below mu-comment are guarded
+// by Server.mu.
+type run struct {
+	s       *Server
+	turnID  string // = assistant message id
+	convID  string
+	agent   string
+	userMsg transcript.Message
+	started time.Time
+
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	// guarded by Server.mu
+	red        *transcript.Reducer // assistant message, reduced live
+	events     []transcript.Event // replay buffer (nil once truncated)
+	truncated  bool
+	seq        int64
+	finished   bool
+	cancelled  bool
+	abortMsg   string
+	sessionID  string
+	conn       AgentConn
+	permOrder  []string
+	lastCkpt   int64 // seq of the last checkpoint
+	cancelSent bool
+
+	kick     chan struct{} // checkpoint wanted
+	urgent   chan struct{} // checkpoint wanted now (tool / fileChange)
+	ckptStop chan struct{}
+	ckptDone chan struct{}
+}
+
+// slotKey names one agent process: one per (conversation, agent).
+type slotKey struct{ conv, agent string }
+
+// agentSlot is a live agent process and its session for one conversation.
+type agentSlot struct {
+	conn      AgentConn
+	sessionID string
+	state     agents.State
+}
+
+// pendingPerm is a permission request waiting for its first answer.
+type pendingPerm struct {
+	params  PermissionParams
+	run     *run
+	options map[string]bool
+	answer  chan agents.PermissionOutcome // cap 1
+}
+
+// messageCopyLocked returns the live assistant message; later events do not
+// change it. s.mu is held.
+func (r *run) messageCopyLocked() transcript.Message { return r.red.Message() }
+
+// send handles ochat/chat/send: it stores the user message and a streaming
+// assistant placeholder, subscribes the sender, queues the ids answer and
+// starts the turn.
+func (s *Server) send(c *client, p SendParams, reply jsonrpc2.Replier) (any, error) {
+	reg, err := s.registry()
+	if err != nil {
+		return nil, jsonrpc2.Errorf(CodeAgentUnavailable, "%v", err)
+	}
+	var conv history.Conversation
+	if p.ConversationID != "" {
+		conv, err = s.store.Conversation(p.ConversationID)
+		if err != nil {
+			return nil, storeErr("send", p.ConversationID, err)
+		}
+	}
+	agentName := p.Agent
+	if agentName == "" && conv.ID != "" {
+		agentName = s.lastAgent(conv.ID)
+	}
+	if agentName == "" {
+		agentName = reg.Default()
+	}
+	if agentName == "" {
+		return nil, jsonrpc2.Errorf(CodeAgentUnavailable, "no agent is available: install one (see `ochatd agents`) or configure agent_servers in settings.json")
+	}
+	spec, err := reg.Lookup(agentName)
+	if err != nil {
+		return nil, jsonrpc2.Errorf(CodeAgentUnavailable, "%v", err)
+	}
+	now := nowMs()
+	if conv.ID == "" {
+		conv = history.Conversation{ID: s.newID(), Title: titleFrom(p.Text), Agents: []string{}, CreatedAt: now, UpdatedAt: now}
+		if err := s.store.CreateConversation(conv); err != nil {
+			return nil, fmt.Errorf("create conversation: %w", err)
+		}
+	}
+	userID := s.newID()
+	turnID := s.newID()
+	r := &run{
+		s: s, turnID: turnID, convID: conv.ID, agent: spec.Name, started: time.Now(),
+		userMsg:  transcript.Message{ID: userID, Timestamp: now, Role: transcript.RoleUser, Content: p.Text, Attachments: p.Attachments},
+		events:   make([]transcript.Event, 0, 64),
+		kick:     make(chan struct{}, 1),
+		urgent:   make(chan struct{}, 1),
+		ckptStop: make(chan struct{}),
+		ckptDone: make(chan struct{}),
+	}
+	if r.agent == "" {
+		r.agent = agentName
+	}
+	r.red = transcript.NewReducer(transcript.Message{ID: turnID, Timestamp: now, Role: transcript.RoleAssistant, Agent: r.agent, Status: transcript.StatusStreaming})
+	r.ctx, r.cancel = context.WithCancel(s.baseCtx)
+
+	// Reserve the conversation's run slot before writing, so two sends race
+	// to one winner.
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		r.cancel()
+		return nil, jsonrpc2.Errorf(jsonrpc2.InternalError, "daemon is stopping")
+	}
+	t := s.topicLocked(conv.ID)
+	if t.run != nil {
+		s.mu.Unlock()
+		r.cancel()
+		return nil, jsonrpc2.Errorf(CodeConflict, "a turn is already running in conversation %s: wait for it or cancel it (ochat/chat/cancel)", conv.ID)
+	}
+	t.run = r
+	s.running++
+	s.armIdleLocked()
+	s.mu.Unlock()
+
+	release := func() {
+		s.mu.Lock()
+		t.run = nil
+		s.running--
+		s.dropTopicLocked(t)
+		s.armIdleLocked()
+		s.mu.Unlock()
+		r.cancel()
+	}
+	if err := s.store.PutMessage(conv.ID, r.userMsg, now); err != nil {
+		release()
+		return nil, fmt.Errorf("store user message: %w", err)
+	}
+	if err := s.store.PutMessage(conv.ID, r.red.Message(), now); err != nil {
+		release()
+		return nil, fmt.Errorf("store assistant placeholder: %w", err)
+	}
+
+	s.mu.Lock()
+	t.subs[c] = struct{}{}
+	c.subs[conv.ID] = struct{}{}
+	c.queueReply(reply, SendResult{ConversationID: conv.ID, UserMessageID: userID, AssistantMessageID: turnID, TurnID: turnID}, nil)
+	s.turns.Add(1)
+	s.mu.Unlock()
+
+	go s.runTurn(r, spec)
+	return nil, errReplied
+}
+
+// lastAgent is the agent of the conversation's last assistant message.
+func (s *Server) lastAgent(convID string) string {
+	msgs, err := s.store.Messages(convID)
+	if err != nil {
+		return ""
+	}
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == transcript.RoleAssistant && msgs[i].Agent != "" {
+			return msgs[i].Agent
+		}
+	}
+	return ""
+}
+
+// runTurn drives one prompt turn to its end.
+func (s *Server) runTurn(r *run, spec agents.Spec) {
+	defer s.turns.Done()
+	defer r.cancel()
+	go s.checkpointLoop(r)
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("panic in turn", "conversation", r.convID, "turn", r.turnID, "panic", p)
+			s.finish(r, "", fmt.Sprintf("internal error: %v", p))
+		}
+	}()
+
+	conn, sessionID, fresh, cursor, err := s.ensureSession(r.ctx, r, spec)
+	if err != nil {
+		s.finish(r, "", err.Error())
+		return
+	}
+	s.mu.Lock()
+	r.conn, r.sessionID = conn, sessionID
+	cancelled := r.cancelled
+	s.mu.Unlock()
+	if cancelled {
+		s.finish(r, "cancelled", "")
+		return
+	}
+	prompt, err := s.assemblePrompt(r, fresh, cursor)
+	if err != nil {
+		s.finish(r, "", err.Error())
+		return
+	}
+	stop, err := conn.Prompt(r.ctx, sessionID, prompt)
+	if err != nil {
+		s.mu.Lock()
+		cancelled, abort := r.cancelled, r.abortMsg
+		s.mu.Unlock()
+		switch {
+		case abort != "":
+			s.finish(r, "", abort)
+		case cancelled && errors.Is(err, context.Canceled):
+			s.finish(r, "cancelled", "")
+		default:
+			select {
+			case <-conn.Done():
+				s.dropSlot(r.convID, r.agent, conn)
+			default:
+			}
+			s.finish(r, "", err.Error())
+		}
+		return
+	}
+	s.finish(r, stop, "")
+}
+
+// ensureSession returns a live agent connection and session for (conv,
+// agent): the live one, else a new process with session/load of the stored
+// session id (when the agent advertises loadSession), else session/new. fresh
+// reports a session that has seen nothing of the conversation; cursor is the
+// id of the last message the session has seen.
+func (s *Server) ensureSession(ctx context.Context, r *run, spec agents.Spec) (conn AgentConn, sessionID string, fresh bool, cursor string, err error) {
+	key := slotKey{r.convID, r.agent}
+	stored, serr := s.store.AgentSession(r.convID, r.agent)
+	if serr != nil && !errors.Is(serr, history.ErrNotFound) {
+		return nil, "", false, "", fmt.Errorf("read agent session: %w", serr)
+	}
+	s.mu.Lock()
+	sl := s.slots[key]
+	s.mu.Unlock()
+	if sl != nil {
+		select {
+		case <-sl.conn.Done():
+			s.dropSlot(r.convID, r.agent, sl.conn)
+			sl = nil
+		default:
+		}
+	}
+	if sl != nil && sl.sessionID == stored.SessionID {
+		return sl.conn, sl.sessionID, false, stored.Cursor, nil
+	}
+	if sl == nil {
+		c, err := s.opts.StartAgent(s.baseCtx, spec, agents.Options{
+			Workspace: s.opts.Workspace,
+			Handler:   &agentHandler{s: s, conv: r.convID, agent: r.agent},
+			Logger:    s.log.With("agent", r.agent, "conversation", r.convID),
+		})
+		if err != nil {
+			return nil, "", false, "", fmt.Errorf("start agent %s: %w", r.agent, err)
+		}
+		sl = &agentSlot{conn: c}
+		s.mu.Lock()
+		s.slots[key] = sl
+		s.mu.Unlock()
+	}
+	var info agents.SessionInfo
+	loaded := false
+	if stored.SessionID != "" && sl.conn.Capabilities().LoadSession {
+		info, err = sl.conn.LoadSession(ctx, stored.SessionID)
+		if err == nil {
+			loaded = true
+		} else {
+			s.log.Info("session/load failed; starting a new session", "agent", r.agent, "session", stored.SessionID, "err", err)
+		}
+	}
+	if !loaded {
+		info, err = sl.conn.NewSession(ctx)
+		if err != nil {
+			select {
+			case <-sl.conn.Done():
+				s.dropSlot(r.convID, r.agent, sl.conn)
+			default:
+			}
+			return nil, "", false, "", fmt.Errorf("agent %s: session/new: %w", r.agent, err)
+		}
+		stored.Cursor = ""
+	}
+	stored.SessionID = info.ID
+	if err := s.store.PutAgentSession(r.convID, r.agent, stored); err != nil {
+		return nil, "", false, "", fmt.Errorf("store agent session: %w", err)
+	}
+	s.mu.Lock()
+	sl.sessionID = info.ID
+	sl.state = info.State
+	if t := s.topics[r.convID]; t != nil {
+		s.broadcastLocked(t, NotifyAgentState, AgentStateParams{ConversationID: r.convID, Agent: r.agent, State: info.State})
+	}
+	s.mu.Unlock()
+	return sl.conn, info.ID, !loaded, stored.Cursor, nil
+}
+
+// dropSlot forgets a dead agent process (if it is still the slot's).
+func (s *Server) dropSlot(conv, agent string, conn AgentConn) {
+	s.mu.Lock()
+	key := slotKey{conv, agent}
+	if sl := s.slots[key]; sl != nil && sl.conn == conn {
+		delete(s.slots, key)
+	}
+	s.mu.Unlock()
+	conn.Close()
+}
+
+// assemblePrompt builds the prompt content blocks of a turn: the turns the
+// agent's session has not seen (all earlier turns for a fresh session, else
+// those after its cursor) rendered as a handoff block, then the user's text,
+// then the attachments as resource links.
+//
+// This is the seam of issue 5's handoff: budgets and summaries belong in
+// transcript's renderer; this function only chooses which messages go in.
+func (s *Server) assemblePrompt(r *run, fresh bool, cursor string) ([]acp.ContentBlock, error) {
+	msgs, err := s.store.Messages(r.convID)
+	if err != nil {
+		return nil, fmt.Errorf("read conversation for prompt: %w", err)
+	}
+	var unseen []transcript.Message
+	seen := !fresh && cursor == ""
+	if fresh {
+		seen = false
+	}
+	for _, m := range msgs {
+		if m.ID == r.userMsg.ID || m.ID == r.turnID {
+			break
+		}
+		if !fresh && cursor != "" && !seen {
+			if m.ID == cursor {
+				seen = true
+			}
+			continue
+		}
+		if seen {
+			continue
+		}
+		unseen = append(unseen, m)
+	}
+	var blocks []acp.ContentBlock
+	if h := renderHandoff(unseen); h != "" {
+		blocks = append(blocks, acp.TextBlock(h))
+	}
+	blocks = append(blocks, acp.TextBlock(r.userMsg.Content))
+	for _, a := range r.userMsg.Attachments {
+		path := a.Path
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(s.opts.Workspace, path)
+		}
+		name := a.Name
+		if name == "" {
+			name = filepath.Base(path)
+		}
+		blocks = append(blocks, acp.ResourceLinkBlock(name, "file://"+filepath.ToSlash(path)))
+	}
+	return blocks, nil
+}
+
+// checkpointLoop writes the streaming assistant message to the store at most
+// every CheckpointInterval, and at once after a tool or fileChange event.
+func (s *Server) checkpointLoop(r *run) {
+	defer close(r.ckptDone)
+	var last time.Time
+	for {
+		now := false
+		select {
+		case <-r.ckptStop:
+			return
+		case <-r.kick:
+		case <-r.urgent:
+			now = true
+		}
+		if !now {
+			if wait := s.opts.CheckpointInterval - time.Since(last); wait > 0 {
+				tm := time.NewTimer(wait)
+				select {
+				case <-r.ckptStop:
+					tm.Stop()
+					return
+				case <-r.urgent:
+					tm.Stop()
+				case <-tm.C:
+				}
+			}
+		}
+		s.mu.Lock()
+		if r.finished || r.seq == r.lastCkpt {
+			s.mu.Unlock()
+			continue
+		}
+		m := r.messageCopyLocked()
+		r.lastCkpt = r.seq
+		s.mu.Unlock()
+		if err := s.store.PutMessage(r.convID, m, nowMs()); err != nil {
+			s.log.Warn("checkpoint streaming message", "conversation", r.convID, "turn", r.turnID, "err", err)
+		}
+		last = time.Now()
+	}
+}
+
+// emitLocked numbers, timestamps, reduces, buffers and fans out one event of
+// r. s.mu is held.
+func (s *Server) emitLocked(r *run, ev transcript.Event) {
+	r.seq++
+	ev.Seq = r.seq
+	ev.Timestamp = nowMs()
+	if ev.Segment != nil {
+		seg := *ev.Segment
+		ev.Segment = &seg
+	}
+	if !ev.Terminal() {
+		r.red.Apply(ev)
+	}
+	if !r.truncated {
+		if len(r.events) >= s.opts.BufferCap {
+			r.truncated = true
+			r.events = nil
+		} else {
+			r.events = append(r.events, ev)
+		}
+	}
+	if t := s.topics[r.convID]; t != nil {
+		s.broadcastLocked(t, NotifyEvent, EventParams{ConversationID: r.convID, TurnID: r.turnID, MessageID: r.turnID, Agent: r.agent, Event: ev})
+	}
+	if ev.Type == transcript.EvActivityUpsert {
+		select {
+		case r.urgent <- struct{}{}:
+		default:
+		}
+	} else {
+		select {
+		case r.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// finish ends a turn: the final message is written to the store first, then
+// turn.completed (stopReason) or turn.failed (errMsg) is sent.
+func (s *Server) finish(r *run, stopReason, errMsg string) {
+	close(r.ckptStop)
+	<-r.ckptDone
+
+	s.mu.Lock()
+	if r.finished {
+		s.mu.Unlock()
+		return
+	}
+	r.finished = true
+	final := r.messageCopyLocked()
+	var perms []*pendingPerm
+	for _, id := range r.permOrder {
+		if p := s.perms[id]; p != nil {
+			perms = append(perms, p)
+		}
+	}
+	sessionID := r.sessionID
+	s.mu.Unlock()
+	for _, p := range perms {
+		s.resolvePermission(p, agents.PermissionOutcome{Cancelled: true})
+	}
+
+	final.DurationMs = time.Since(r.started).Milliseconds()
+	term := transcript.Event{Type: transcript.EvTurnCompleted, StopReason: stopReason}
+	if errMsg != "" {
+		term = transcript.Event{Type: transcript.EvTurnFailed, Message: errMsg}
+	}
+	transcript.Apply(&final, term) // status, stopReason/error, canonical segments
+	if err := s.store.PutMessage(r.convID, final, nowMs()); err != nil {
+		s.log.Error("store final message", "conversation", r.convID, "turn", r.turnID, "err", err)
+		if errMsg == "" {
+			errMsg = fmt.Sprintf("the answer could not be stored: %v", err)
+			term = transcript.Event{Type: transcript.EvTurnFailed, Message: errMsg}
+		}
+	}
+	if sessionID != "" {
+		as, err := s.store.AgentSession(r.convID, r.agent)
+		if err == nil && as.SessionID == sessionID {
+			as.Cursor = r.turnID
+			if err := s.store.PutAgentSession(r.convID, r.agent, as); err != nil {
+				s.log.Warn("store agent cursor", "conversation", r.convID, "err", err)
+			}
+		}
+	}
+
+	s.mu.Lock()
+	r.red = transcript.NewReducer(final)
+	s.emitLocked(r, term)
+	t := s.topics[r.convID]
+	if t != nil && t.run == r {
+		t.run = nil
+		s.dropTopicLocked(t)
+	}
+	s.running--
+	s.armIdleLocked()
+	s.mu.Unlock()
+	if errMsg != "" {
+		s.log.Info("turn failed", "conversation", r.convID, "turn", r.turnID, "agent", r.agent, "err", errMsg)
+	}
+}
+
+// cancel handles ochat/chat/cancel.
+func (s *Server) cancel(convID string) (any, error) {
+	s.mu.Lock()
+	t := s.topics[convID]
+	if t == nil || t.run == nil {
+		s.mu.Unlock()
+		if _, err := s.store.Conversation(convID); err != nil {
+			return nil, storeErr("cancel", convID, err)
+		}
+		return CancelResult{Cancelled: false}, nil
+	}
+	r := t.run
+	s.mu.Unlock()
+	r.requestCancel()
+	return CancelResult{Cancelled: true}, nil
+}
+
+// requestCancel sends session/cancel (once), answers pending permissions
+// cancelled, and abandons the prompt if the agent has not answered within
+// CancelGrace.
+func (r *run) requestCancel() {
+	s := r.s
+	s.mu.Lock()
+	r.cancelled = true
+	conn, sid, sent := r.conn, r.sessionID, r.cancelSent
+	r.cancelSent = true
+	var perms []*pendingPerm
+	for _, id := range r.permOrder {
+		if p := s.perms[id]; p != nil {
+			perms = append(perms, p)
+		}
+	}
+	s.mu.Unlock()
+	for _, p := range perms {
+		s.resolvePermission(p, agents.PermissionOutcome{Cancelled: true})
+	}
+	if sent {
+		return
+	}
+	if conn == nil {
+		r.cancel() // still starting: abandon the start
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(r.ctx, s.opts.CancelGrace)
+		defer cancel()
+		if err := conn.Cancel(ctx, sid); err != nil {
+			s.log.Warn("session/cancel", "conversation", r.convID, "err", err)
+		}
+		<-ctx.Done()
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			s.log.Warn("agent did not end a cancelled turn in time; abandoning the prompt", "conversation", r.convID, "grace", s.opts.CancelGrace)
+			r.cancel()
+		}
+	}()
+}
+
+// abort ends a turn because the daemon is stopping.
+func (r *run) abort(msg string) {
+	r.s.mu.Lock()
+	r.abortMsg = msg
+	r.s.mu.Unlock()
+	r.cancel()
+}
+
+// respondPermission handles ochat/permission/respond: first answer wins.
+func (s *Server) respondPermission(p RespondParams) (any, error) {
+	s.mu.Lock()
+	pp := s.perms[p.PermissionID]
+	s.mu.Unlock()
+	if pp == nil {
+		return nil, notFound("unknown or already resolved permission %q", p.PermissionID)
+	}
+	if !p.Cancelled && !pp.options[p.OptionID] {
+		return nil, fieldError("optionId", fmt.Sprintf("%q is not one of the request's options", p.OptionID))
+	}
+	if !s.resolvePermission(pp, agents.PermissionOutcome{OptionID: p.OptionID, Cancelled: p.Cancelled}) {
+		return nil, notFound("permission %q was already resolved", p.PermissionID)
+	}
+	return struct{}{}, nil
+}
+
+// resolvePermission answers a pending permission once and tells every
+// subscriber; false if it was already resolved.
+func (s *Server) resolvePermission(p *pendingPerm, out agents.PermissionOutcome) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := p.params.PermissionID
+	if s.perms[id] != p {
+		return false
+	}
+	delete(s.perms, id)
+	r := p.run
+	r.permOrder = slices.DeleteFunc(r.permOrder, func(x string) bool { return x == id })
+	p.answer <- out
+	res := PermissionResolvedParams{PermissionID: id, ConversationID: r.convID, OptionID: out.OptionID, Outcome: "selected"}
+	if out.Cancelled {
+		res.Outcome, res.OptionID = "cancelled", ""
+	}
+	if t := s.topics[r.convID]; t != nil {
+		s.broadcastLocked(t, NotifyPermissionResolved, res)
+	}
+	return true
+}
+
+// agentHandler routes one agent process's callbacks to its conversation.
+type agentHandler struct {
+	s     *Server
+	conv  string
+	agent string
+}
+
+// currentLocked is the running turn this agent serves, if any.
+func (h *agentHandler) currentLocked() *run {
+	t := h.s.topics[h.conv]
+	if t == nil || t.run == nil || t.run.agent != h.agent || t.run.finished {
+		return nil
+	}
+	return t.run
+}
+
+// Event implements agents.Handler.
+func (h *agentHandler) Event(sessionID string, ev transcript.Event) {
+	if ev.Terminal() {
+		return
+	}
+	h.s.mu.Lock()
+	defer h.s.mu.Unlock()
+	r := h.currentLocked()
+	if r == nil || (r.sessionID != "" && r.sessionID != sessionID) {
+		h.s.log.Debug("dropping event outside a turn", "conversation", h.conv, "agent", h.agent, "type", ev.Type)
+		return
+	}
+	h.s.emitLocked(r, ev)
+}
+
+// State implements agents.Handler.
+func (h *agentHandler) State(sessionID string, st agents.State) {
+	s := h.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sl := s.slots[slotKey{h.conv, h.agent}]; sl != nil {
+		mergeState(&sl.state, st)
+	}
+	if t := s.topics[h.conv]; t != nil {
+		s.broadcastLocked(t, NotifyAgentState, AgentStateParams{ConversationID: h.conv, Agent: h.agent, State: st})
+	}
+}
+
+func mergeState(dst *agents.State, st agents.State) {
+	if st.Commands != nil {
+		dst.Commands = st.Commands
+	}
+	if st.Modes != nil {
+		dst.Modes = st.Modes
+	}
+	if st.Models != nil {
+		dst.Models = st.Models
+	}
+	if st.ConfigOptions != nil {
+		dst.ConfigOptions = st.ConfigOptions
+	}
+	if st.Usage != nil {
+		dst.Usage = st.Usage
+	}
+	if st.Title != "" {
+		dst.Title = st.Title
+	}
+}
+
+// RequestPermission implements agents.Handler: the request goes to every
+// subscriber as ochat/permission and waits for the first answer.
+func (h *agentHandler) RequestPermission(ctx context.Context, sessionID string, req agents.PermissionRequest) (agents.PermissionOutcome, error) {
+	s := h.s
+	s.mu.Lock()
+	r := h.currentLocked()
+	if r == nil {
+		s.mu.Unlock()
+		return agents.PermissionOutcome{Cancelled: true}, nil
+	}
+	p := &pendingPerm{
+		run:     r,
+		options: make(map[string]bool, len(req.Options)),
+		answer:  make(chan agents.PermissionOutcome, 1),
+		params: PermissionParams{
+			PermissionID: s.newID(), ConversationID: h.conv, TurnID: r.turnID, Agent: h.agent,
+			ToolCall: req.ToolCall, FileChanges: req.FileChanges, Options: req.Options,
+		},
+	}
+	if p.params.FileChanges == nil {
+		p.params.FileChanges = []transcript.Segment{}
+	}
+	if p.params.Options == nil {
+		p.params.Options = []agents.PermissionOption{}
+	}
+	for _, o := range req.Options {
+		p.options[o.OptionID] = true
+	}
+	s.perms[p.params.PermissionID] = p
+	r.permOrder = append(r.permOrder, p.params.PermissionID)
+	cancelled := r.cancelled
+	if t := s.topics[h.conv]; t != nil {
+		s.broadcastLocked(t, NotifyPermission, p.params)
+	}
+	s.mu.Unlock()
+	if cancelled {
+		s.resolvePermission(p, agents.PermissionOutcome{Cancelled: true})
+	}
+	select {
+	case out := <-p.answer:
+		return out, nil
+	case <-ctx.Done():
+		s.resolvePermission(p, agents.PermissionOutcome{Cancelled: true})
+		select {
+		case out := <-p.answer:
+			return out, nil
+		default:
+		}
+		return agents.PermissionOutcome{Cancelled: true}, nil
+	case <-r.ctx.Done():
+		s.resolvePermission(p, agents.PermissionOutcome{Cancelled: true})
+		return agents.PermissionOutcome{Cancelled: true}, nil
+	}
+}

@@ -1,0 +1,312 @@
+package daemon
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"go.lsp.dev/jsonrpc2"
+	"go.lsp.dev/protocol"
+
+	"github.com/ochat-dev/ochat/agents"
+	"github.com/ochat-dev/ochat/history"
+	"github.com/ochat-dev/ochat/transcript"
+)
+
+// ProtocolVersion is the ochat editor-protocol version reported by
+// initialize (docs/protocol.md).
+const ProtocolVersion = 1
+
+// Method names of docs/protocol.md.
+const (
+	MethodConversationsList   = "ochat/conversations/list"
+	MethodConversationsCreate = "ochat/conversations/create"
+	MethodConversationsGet    = "ochat/conversations/get"
+	MethodConversationsRename = "ochat/conversations/rename"
+	MethodConversationsDelete = "ochat/conversations/delete"
+	MethodHistory             = "ochat/history"
+	MethodChatSend            = "ochat/chat/send"
+	MethodChatCancel          = "ochat/chat/cancel"
+	MethodSubscribe           = "ochat/subscribe"
+	MethodUnsubscribe         = "ochat/unsubscribe"
+	MethodPermissionRespond   = "ochat/permission/respond"
+	MethodAgentsList          = "ochat/agents/list"
+
+	NotifyEvent              = "ochat/event"
+	NotifyPermission         = "ochat/permission"
+	NotifyPermissionResolved = "ochat/permissionResolved"
+	NotifyAgentState         = "ochat/agentState"
+	NotifyResync             = "ochat/resync"
+)
+
+// Error codes of docs/protocol.md ("Errors") beyond the JSON-RPC ones.
+const (
+	CodeNotFound         jsonrpc2.Code = -32001
+	CodeNotInitialized   jsonrpc2.Code = -32002
+	CodeConflict         jsonrpc2.Code = -32003
+	CodeAgentUnavailable jsonrpc2.Code = -32004
+)
+
+// InitializeResult is the initialize answer: the LSP fields plus the
+// workspace root and ochat protocol version.
+type InitializeResult struct {
+	protocol.InitializeResult
+	Workspace       string `json:"workspace"`       // absolute workspace root
+	ProtocolVersion int    `json:"protocolVersion"` // ProtocolVersion
+}
+
+// ConversationInfo is a stored conversation plus whether a turn is running.
+type ConversationInfo struct {
+	history.Conversation
+	Running bool `json:"running"`
+}
+
+// ListConversationsResult answers ochat/conversations/list (newest first).
+type ListConversationsResult struct {
+	Conversations []ConversationInfo `json:"conversations"`
+}
+
+// CreateConversationParams are ochat/conversations/create's params.
+type CreateConversationParams struct {
+	Title string `json:"title,omitempty"`
+}
+
+// ConversationResult answers ochat/conversations/create.
+type ConversationResult struct {
+	Conversation history.Conversation `json:"conversation"`
+}
+
+// ConversationParams name one conversation (get, delete, history, cancel,
+// unsubscribe).
+type ConversationParams struct {
+	ConversationID string `json:"conversationId"`
+}
+
+func (p *ConversationParams) validate() error { return required("conversationId", p.ConversationID) }
+
+// RenameParams are ochat/conversations/rename's params.
+type RenameParams struct {
+	ConversationID string  `json:"conversationId"`
+	Title          *string `json:"title"`
+}
+
+func (p *RenameParams) validate() error {
+	if err := required("conversationId", p.ConversationID); err != nil {
+		return err
+	}
+	if p.Title == nil {
+		return fieldError("title", "is required")
+	}
+	return nil
+}
+
+// GetConversationResult answers ochat/conversations/get.
+type GetConversationResult struct {
+	Conversation history.Conversation `json:"conversation"`
+	Messages     []transcript.Message `json:"messages"`
+}
+
+// HistoryResult answers ochat/history with the flat record form.
+type HistoryResult struct {
+	Records []transcript.Record `json:"records"`
+}
+
+// SendParams are ochat/chat/send's params. ConversationID empty creates a
+// conversation; Agent empty means the conversation's last agent, else the
+// registry's default.
+type SendParams struct {
+	ConversationID string                  `json:"conversationId,omitempty"`
+	Agent          string                  `json:"agent,omitempty"`
+	Text           string                  `json:"text"`
+	Attachments    []transcript.Attachment `json:"attachments,omitempty"`
+}
+
+func (p *SendParams) validate() error {
+	if strings.TrimSpace(p.Text) == "" {
+		return fieldError("text", "is required and must not be blank")
+	}
+	for i, a := range p.Attachments {
+		if a.Kind != "file" && a.Kind != "image" {
+			return fieldError(fmt.Sprintf("attachments[%d].kind", i), `must be "file" or "image"`)
+		}
+		if a.Path == "" {
+			return fieldError(fmt.Sprintf("attachments[%d].path", i), "is required")
+		}
+	}
+	return nil
+}
+
+// SendResult answers ochat/chat/send at once; TurnID equals
+// AssistantMessageID.
+type SendResult struct {
+	ConversationID     string `json:"conversationId"`
+	UserMessageID      string `json:"userMessageId"`
+	AssistantMessageID string `json:"assistantMessageId"`
+	TurnID             string `json:"turnId"`
+}
+
+// CancelResult answers ochat/chat/cancel.
+type CancelResult struct {
+	Cancelled bool `json:"cancelled"`
+}
+
+// RunningTurn is the running turn in a subscribe answer: every event it has
+// emitted so far (unless Truncated), in seq order.
+type RunningTurn struct {
+	TurnID             string             `json:"turnId"`
+	AssistantMessageID string             `json:"assistantMessageId"`
+	Agent              string             `json:"agent"`
+	Events             []transcript.Event `json:"events"`
+	// Truncated is set when the turn emitted more events than the replay
+	// buffer holds; Events is then empty, Message holds the partial assistant
+	// message as of LastSeq, and live events continue from LastSeq+1.
+	Truncated bool                `json:"truncated,omitempty"`
+	Message   *transcript.Message `json:"message,omitempty"`
+	LastSeq   int64               `json:"lastSeq"`
+}
+
+// SubscribeResult answers ochat/subscribe.
+type SubscribeResult struct {
+	Conversation history.Conversation `json:"conversation"`
+	Messages     []transcript.Message `json:"messages"`
+	Running      *RunningTurn         `json:"running,omitempty"`
+	Permissions  []PermissionParams   `json:"permissions"`
+}
+
+// EventParams are an ochat/event notification's params.
+type EventParams struct {
+	ConversationID string           `json:"conversationId"`
+	TurnID         string           `json:"turnId"`
+	MessageID      string           `json:"messageId"`
+	Agent          string           `json:"agent"`
+	Event          transcript.Event `json:"event"`
+}
+
+// PermissionParams are an ochat/permission notification's params (and the
+// entries of SubscribeResult.Permissions).
+type PermissionParams struct {
+	PermissionID   string                    `json:"permissionId"`
+	ConversationID string                    `json:"conversationId"`
+	TurnID         string                    `json:"turnId"`
+	Agent          string                    `json:"agent"`
+	ToolCall       transcript.Segment        `json:"toolCall"`
+	FileChanges    []transcript.Segment      `json:"fileChanges"`
+	Options        []agents.PermissionOption `json:"options"`
+}
+
+// RespondParams are ochat/permission/respond's params: exactly one of
+// OptionID or Cancelled.
+type RespondParams struct {
+	PermissionID string `json:"permissionId"`
+	OptionID     string `json:"optionId,omitempty"`
+	Cancelled    bool   `json:"cancelled,omitempty"`
+}
+
+func (p *RespondParams) validate() error {
+	if err := required("permissionId", p.PermissionID); err != nil {
+		return err
+	}
+	if p.OptionID == "" && !p.Cancelled {
+		return fieldError("optionId", `is required unless "cancelled" is true`)
+	}
+	if p.OptionID != "" && p.Cancelled {
+		return fieldError("optionId", `must be empty when "cancelled" is true`)
+	}
+	return nil
+}
+
+// PermissionResolvedParams are an ochat/permissionResolved notification's
+// params. Outcome is "selected" (OptionID set) or "cancelled".
+type PermissionResolvedParams struct {
+	PermissionID   string `json:"permissionId"`
+	ConversationID string `json:"conversationId"`
+	OptionID       string `json:"optionId,omitempty"`
+	Outcome        string `json:"outcome"`
+}
+
+// AgentsListResult answers ochat/agents/list.
+type AgentsListResult struct {
+	Agents []agents.Status `json:"agents"`
+}
+
+// AgentStateParams are an ochat/agentState notification's params.
+type AgentStateParams struct {
+	ConversationID string `json:"conversationId"`
+	Agent          string `json:"agent"`
+	agents.State
+}
+
+// ResyncParams are an ochat/resync notification's params: the client fell
+// behind on ConversationID, was dropped from its live events, and must call
+// ochat/subscribe again (and replace what it shows) to continue.
+type ResyncParams struct {
+	ConversationID string `json:"conversationId"`
+	Reason         string `json:"reason"`
+}
+
+// validator is implemented by params with required fields.
+type validator interface{ validate() error }
+
+// decodeParams decodes raw into v strictly: params must be a JSON object
+// (absent or null counts as {}), field types must match, and v.validate()
+// must pass. Unknown fields are ignored so that newer clients keep working.
+// The error is a -32602 *jsonrpc2.Error naming the field.
+func decodeParams(raw json.RawMessage, v any) error {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		raw = []byte("{}")
+	}
+	if raw[0] != '{' {
+		return jsonrpc2.Errorf(jsonrpc2.InvalidParams, "invalid params: params must be an object")
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			field := te.Field
+			if field == "" {
+				field = "params"
+			}
+			return jsonrpc2.Errorf(jsonrpc2.InvalidParams, "invalid params: %s must be %s, not %s", field, jsonKind(te.Type.Kind().String()), te.Value)
+		}
+		return jsonrpc2.Errorf(jsonrpc2.InvalidParams, "invalid params: %v", err)
+	}
+	if vv, ok := v.(validator); ok {
+		if err := vv.validate(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func jsonKind(goKind string) string {
+	switch goKind {
+	case "string":
+		return "a string"
+	case "bool":
+		return "a boolean"
+	case "slice", "array":
+		return "an array"
+	case "struct", "map":
+		return "an object"
+	case "int", "int32", "int64", "uint", "uint32", "uint64", "float64", "float32":
+		return "a number"
+	}
+	return goKind
+}
+
+func fieldError(field, why string) error {
+	return jsonrpc2.Errorf(jsonrpc2.InvalidParams, "invalid params: %s %s", field, why)
+}
+
+func required(field, v string) error {
+	if v == "" {
+		return fieldError(field, "is required")
+	}
+	return nil
+}
+
+func notFound(format string, args ...any) error {
+	return jsonrpc2.Errorf(CodeNotFound, format, args...)
+}
