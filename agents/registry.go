@@ -1,0 +1,363 @@
+package agents
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Spec says how to start one agent (Zed agent_servers shape + our
+// bookkeeping). Env values are redacted when a Spec is marshalled or logged.
+type Spec struct {
+	Name    string            `json:"name"`
+	Command string            `json:"command"`
+	Args    []string          `json:"args,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+	Source  string            `json:"source"` // "builtin" | "user" | "workspace"
+	// FSCapabilities, when false, makes Start advertise no client fs
+	// methods (settings key "fsCapabilities"). nil: advertised, except for
+	// the built-in gemini, whose new-file writes break when fs is advertised
+	// (gemini-cli 0.61.0).
+	FSCapabilities *bool `json:"fsCapabilities,omitempty"`
+}
+
+func (s Spec) fsEnabled() bool {
+	if s.FSCapabilities != nil {
+		return *s.FSCapabilities
+	}
+	return true
+}
+
+// redactedEnv returns env with every value replaced.
+func redactedEnv(env map[string]string) map[string]string {
+	if env == nil {
+		return nil
+	}
+	out := make(map[string]string, len(env))
+	for k := range env {
+		out[k] = "<redacted>"
+	}
+	return out
+}
+
+type specJSON Spec
+
+// MarshalJSON encodes the spec with env values redacted.
+func (s Spec) MarshalJSON() ([]byte, error) {
+	r := specJSON(s)
+	r.Env = redactedEnv(s.Env)
+	return json.Marshal(r)
+}
+
+// String renders the command line, env values redacted.
+func (s Spec) String() string {
+	var b strings.Builder
+	keys := make([]string, 0, len(s.Env))
+	for k := range s.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		b.WriteString(k + "=<redacted> ")
+	}
+	b.WriteString(s.Command)
+	for _, a := range s.Args {
+		b.WriteString(" " + a)
+	}
+	return fmt.Sprintf("%s: %s (%s)", s.Name, b.String(), s.Source)
+}
+
+// LogValue makes slog print the redacted form.
+func (s Spec) LogValue() slog.Value { return slog.StringValue(s.String()) }
+
+// Status is a Spec plus whether it can start (protocol: ochat/agents/list
+// entries). Env values are redacted in JSON.
+type Status struct {
+	Spec
+	Available bool   `json:"available"`
+	Reason    string `json:"reason,omitempty"`  // why not available
+	Install   string `json:"install,omitempty"` // what to run to fix it
+	// Note says how an available agent will be started when that is not
+	// obvious (through npx, downloading a pinned version on first use).
+	Note string `json:"note,omitempty"`
+}
+
+// MarshalJSON encodes the status flat, env values redacted.
+func (s Status) MarshalJSON() ([]byte, error) {
+	type flat struct {
+		specJSON
+		Available bool   `json:"available"`
+		Reason    string `json:"reason,omitempty"`
+		Install   string `json:"install,omitempty"`
+		Note      string `json:"note,omitempty"`
+	}
+	f := flat{specJSON: specJSON(s.Spec), Available: s.Available, Reason: s.Reason, Install: s.Install, Note: s.Note}
+	f.Env = redactedEnv(s.Env)
+	return json.Marshal(f)
+}
+
+// String renders the status on one line, env values redacted.
+func (s Status) String() string {
+	out := s.Spec.String()
+	if s.Available {
+		out += " available"
+	} else {
+		out += " unavailable: " + s.Reason
+		if s.Install != "" {
+			out += "; install: " + s.Install
+		}
+	}
+	if s.Note != "" {
+		out += " (" + s.Note + ")"
+	}
+	return out
+}
+
+// builtin describes one built-in agent.
+type builtin struct {
+	name    string
+	command string
+	args    []string
+	npmPkg  string // pinned package for the npx fallback
+	npxArgs []string
+	install string
+	fs      *bool
+}
+
+var falseVal = false
+
+// builtins are the agents known without settings, in List order. Versions are
+// the ones tested offline (research/real-agents, 2026-11-30).
+var builtins = []builtin{
+	{name: "claude", command: "claude-agent-acp", npmPkg: "@zed-industries/claude-agent-acp@0.23.1",
+		install: "npm i -g @zed-industries/claude-agent-acp@0.23.1"},
+	{name: "codex", command: "codex-acp", npmPkg: "@zed-industries/codex-acp@0.16.0",
+		install: "npm i -g @zed-industries/codex-acp@0.16.0"},
+	{name: "gemini", command: "gemini", args: []string{"--acp"}, npmPkg: "@google/gemini-cli@0.61.0", npxArgs: []string{"--acp"},
+		install: "npm i -g @google/gemini-cli", fs: &falseVal},
+	{name: "opencode", command: "opencode", args: []string{"acp"}, npmPkg: "opencode-ai@1.18.33", npxArgs: []string{"acp"},
+		install: "npm i -g opencode-ai"},
+}
+
+// Registry is the merged set of agents a workspace can use.
+type Registry struct {
+	statuses []Status // List order
+	files    []string // settings files consulted
+	lookPath func(string) (string, error)
+}
+
+// settingsFile is the part of a settings.json this package reads (Zed's
+// agent_servers shape).
+type settingsFile struct {
+	AgentServers map[string]settingsEntry `json:"agent_servers"`
+}
+
+type settingsEntry struct {
+	Command        *string           `json:"command"`
+	Args           []string          `json:"args"`
+	Env            map[string]string `json:"env"`
+	FSCapabilities *bool             `json:"fsCapabilities"`
+}
+
+// LoadRegistry merges built-ins (claude, codex, gemini, opencode),
+// $userConfigDir/ochat/settings.json and <workspace>/.ochat/settings.json
+// ({"agent_servers":{"NAME":{"command","args","env"}}}), workspace winning.
+// userConfigDir is normally os.UserConfigDir() ($XDG_CONFIG_HOME). A broken
+// settings file is an error naming the file. A missing file is fine; either
+// argument may be "" to skip that layer.
+//
+// An entry for a built-in name without "command" keeps the built-in command
+// and adds its env (and fsCapabilities); with "command" it replaces it.
+// Whether each agent can start is decided now, from $PATH.
+func LoadRegistry(userConfigDir, workspace string) (*Registry, error) {
+	return loadRegistry(userConfigDir, workspace, exec.LookPath)
+}
+
+func loadRegistry(userConfigDir, workspace string, lookPath func(string) (string, error)) (*Registry, error) {
+	r := &Registry{lookPath: lookPath}
+	specs := map[string]*Spec{}
+	var order []string
+	for _, b := range builtins {
+		s := &Spec{Name: b.name, Command: b.command, Args: slices.Clone(b.args), Source: "builtin", FSCapabilities: b.fs}
+		specs[b.name] = s
+		order = append(order, b.name)
+	}
+	var layers []struct{ path, source string }
+	if userConfigDir != "" {
+		layers = append(layers, struct{ path, source string }{filepath.Join(userConfigDir, "ochat", "settings.json"), "user"})
+	}
+	if workspace != "" {
+		layers = append(layers, struct{ path, source string }{filepath.Join(workspace, ".ochat", "settings.json"), "workspace"})
+	}
+	for _, l := range layers {
+		entries, err := readSettings(l.path)
+		if err != nil {
+			return nil, err
+		}
+		if entries == nil {
+			continue
+		}
+		r.files = append(r.files, l.path)
+		names := make([]string, 0, len(entries))
+		for n := range entries {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			e := entries[name]
+			if name == "" {
+				return nil, fmt.Errorf("agent settings %s: agent_servers has an entry with an empty name", l.path)
+			}
+			s, ok := specs[name]
+			if !ok {
+				if e.Command == nil || *e.Command == "" {
+					return nil, fmt.Errorf("agent settings %s: agent_servers.%s needs a \"command\"", l.path, name)
+				}
+				s = &Spec{Name: name}
+				specs[name] = s
+				order = append(order, name)
+			}
+			if e.Command != nil {
+				if *e.Command == "" {
+					return nil, fmt.Errorf("agent settings %s: agent_servers.%s has an empty \"command\"", l.path, name)
+				}
+				s.Command = *e.Command
+				s.Args = slices.Clone(e.Args)
+			} else if e.Args != nil {
+				s.Args = slices.Clone(e.Args)
+			}
+			if len(e.Env) > 0 {
+				if s.Env == nil {
+					s.Env = map[string]string{}
+				}
+				for k, v := range e.Env {
+					s.Env[k] = v
+				}
+			}
+			if e.FSCapabilities != nil {
+				v := *e.FSCapabilities
+				s.FSCapabilities = &v
+			}
+			s.Source = l.source
+		}
+	}
+	for _, name := range order {
+		r.statuses = append(r.statuses, r.status(*specs[name]))
+	}
+	return r, nil
+}
+
+// readSettings reads the agent_servers of one settings file; nil, nil when
+// the file does not exist.
+func readSettings(path string) (map[string]settingsEntry, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("agent settings %s: %w", path, err)
+	}
+	var f settingsFile
+	if err := json.Unmarshal(b, &f); err != nil {
+		return nil, fmt.Errorf("agent settings %s: %w (expected {\"agent_servers\": {\"NAME\": {\"command\": \"...\", \"args\": [], \"env\": {}}}})", path, err)
+	}
+	if f.AgentServers == nil {
+		return map[string]settingsEntry{}, nil
+	}
+	return f.AgentServers, nil
+}
+
+// status decides whether spec can start.
+func (r *Registry) status(spec Spec) Status {
+	st := Status{Spec: spec}
+	var b *builtin
+	for i := range builtins {
+		if builtins[i].name == spec.Name && builtins[i].command == spec.Command {
+			b = &builtins[i]
+		}
+	}
+	if _, err := r.lookPath(spec.Command); err == nil {
+		st.Available = true
+		return st
+	}
+	if b != nil {
+		st.Install = b.install
+		if _, err := r.lookPath("npx"); err == nil {
+			st.Command = "npx"
+			st.Args = append([]string{"-y", b.npmPkg}, b.npxArgs...)
+			st.Available = true
+			st.Note = fmt.Sprintf("%s is not on PATH; it runs through npx, which downloads %s on first use", b.command, b.npmPkg)
+			return st
+		}
+		st.Reason = fmt.Sprintf("%s is not on PATH and npx (Node.js) is not installed", b.command)
+		return st
+	}
+	if strings.ContainsRune(spec.Command, filepath.Separator) {
+		st.Reason = fmt.Sprintf("command %s does not exist or is not executable", spec.Command)
+	} else {
+		st.Reason = fmt.Sprintf("command %s is not on PATH", spec.Command)
+	}
+	st.Install = "install " + spec.Command + " or fix agent_servers." + spec.Name + ".command in " + sourceFile(spec.Source)
+	return st
+}
+
+func sourceFile(source string) string {
+	switch source {
+	case "workspace":
+		return ".ochat/settings.json"
+	case "user":
+		return "$XDG_CONFIG_HOME/ochat/settings.json"
+	}
+	return "your settings"
+}
+
+// List returns every agent: the built-ins in a fixed order (claude, codex,
+// gemini, opencode), then configured ones in name order.
+func (r *Registry) List() []Status {
+	return slices.Clone(r.statuses)
+}
+
+// Lookup returns the spec to start the named agent (with the npx fallback
+// applied). Unknown or unavailable agents are an error saying how to fix it.
+func (r *Registry) Lookup(name string) (Spec, error) {
+	var names []string
+	for _, st := range r.statuses {
+		if st.Name == name {
+			if !st.Available {
+				msg := fmt.Sprintf("agent %s cannot start: %s", name, st.Reason)
+				if st.Install != "" {
+					msg += "; to fix: " + st.Install
+				}
+				return Spec{}, errors.New(msg)
+			}
+			return st.Spec, nil
+		}
+		names = append(names, st.Name)
+	}
+	return Spec{}, fmt.Errorf("unknown agent %q (known: %s); add it under \"agent_servers\" in .ochat/settings.json or $XDG_CONFIG_HOME/ochat/settings.json",
+		name, strings.Join(names, ", "))
+}
+
+// Default returns the first available agent name in List order, "" if none.
+func (r *Registry) Default() string {
+	for _, st := range r.statuses {
+		if st.Available {
+			return st.Name
+		}
+	}
+	return ""
+}
+
+// Files returns the settings files that were read (existing ones only).
+func (r *Registry) Files() []string { return slices.Clone(r.files) }
+
+// LogValue makes slog print the redacted form.
+func (s Status) LogValue() slog.Value { return slog.StringValue(s.String()) }
