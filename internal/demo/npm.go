@@ -1,0 +1,161 @@
+package demo
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"syscall"
+	"time"
+)
+
+// NPMPackage is a pinned set of npm packages: a package.json and the
+// package-lock.json that fixes every version and integrity hash. Install
+// runs `npm ci` on exactly these files.
+type NPMPackage struct {
+	Name        string // short name, used in the cache folder name
+	PackageJSON []byte
+	Lock        []byte
+}
+
+//go:embed npm/package.json
+var demoPackageJSON []byte
+
+//go:embed npm/package-lock.json
+var demoLock []byte
+
+// DemoPackage pins the adapter `ochatd demo` runs:
+// @zed-industries/codex-acp 0.16.0 (internal/demo/npm).
+var DemoPackage = NPMPackage{Name: "demo", PackageJSON: demoPackageJSON, Lock: demoLock}
+
+// Install is an installed NPMPackage.
+type Install struct {
+	Dir      string        // folder holding package.json and node_modules
+	Reused   bool          // true when an earlier install was found in the cache
+	Duration time.Duration // time spent (ms resolution is plenty), including npm ci
+}
+
+// CacheDir is where pinned npm installs are kept between runs:
+// $OCHAT_CACHE if set, else $XDG_CACHE_HOME/ochat/npm (os.UserCacheDir).
+func CacheDir() (string, error) {
+	if d := os.Getenv("OCHAT_CACHE"); d != "" {
+		return d, nil
+	}
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("find the cache dir (set OCHAT_CACHE): %w", err)
+	}
+	return filepath.Join(d, "ochat", "npm"), nil
+}
+
+// key names an install by the hash of its package.json and lock, so a new
+// pin gets a new folder and an old one stays valid.
+func (p NPMPackage) key() string {
+	h := sha256.New()
+	h.Write(p.PackageJSON)
+	h.Write([]byte{0})
+	h.Write(p.Lock)
+	return p.Name + "-" + hex.EncodeToString(h.Sum(nil))[:12]
+}
+
+// stampFile marks a finished install.
+const stampFile = ".ochat-installed"
+
+// Install makes sure the package is installed under cacheRoot and returns
+// where. An install already in the cache is reused; otherwise it runs
+// `npm ci --ignore-scripts` in a temporary folder (npm's output goes to
+// log) and renames it into place, so an interrupted install never looks
+// finished and two concurrent installs do not collide. It needs npm on
+// PATH; the error says how to get it.
+func (p NPMPackage) Install(ctx context.Context, cacheRoot string, log io.Writer) (Install, error) {
+	start := time.Now()
+	dir := filepath.Join(cacheRoot, p.key())
+	if _, err := os.Stat(filepath.Join(dir, stampFile)); err == nil {
+		return Install{Dir: dir, Reused: true, Duration: time.Since(start)}, nil
+	}
+	npm, err := exec.LookPath("npm")
+	if err != nil {
+		return Install{}, fmt.Errorf("install %s adapters: npm not found on PATH (install Node.js 20 or later with npm): %w", p.Name, err)
+	}
+	if err := os.MkdirAll(cacheRoot, 0o755); err != nil {
+		return Install{}, fmt.Errorf("install %s adapters: %w", p.Name, err)
+	}
+	tmp, err := os.MkdirTemp(cacheRoot, ".tmp-"+p.Name+"-")
+	if err != nil {
+		return Install{}, fmt.Errorf("install %s adapters: %w", p.Name, err)
+	}
+	defer os.RemoveAll(tmp) // no-op once renamed
+	for name, data := range map[string][]byte{"package.json": p.PackageJSON, "package-lock.json": p.Lock} {
+		if err := os.WriteFile(filepath.Join(tmp, name), data, 0o644); err != nil {
+			return Install{}, fmt.Errorf("install %s adapters: %w", p.Name, err)
+		}
+	}
+	if log == nil {
+		log = io.Discard
+	}
+	var tail bytes.Buffer
+	cmd := exec.CommandContext(ctx, npm, "ci", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error")
+	cmd.Dir = tmp
+	cmd.Stdout = io.MultiWriter(log, &tail)
+	cmd.Stderr = io.MultiWriter(log, &tail)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	if err := cmd.Run(); err != nil {
+		return Install{}, fmt.Errorf("install %s adapters: npm ci in %s: %w\n%s", p.Name, tmp, err, lastBytes(tail.Bytes(), 2000))
+	}
+	if err := os.WriteFile(filepath.Join(tmp, stampFile), []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o644); err != nil {
+		return Install{}, fmt.Errorf("install %s adapters: %w", p.Name, err)
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		// Another process may have finished the same install first.
+		if _, serr := os.Stat(filepath.Join(dir, stampFile)); serr == nil {
+			return Install{Dir: dir, Reused: true, Duration: time.Since(start)}, nil
+		}
+		return Install{}, fmt.Errorf("install %s adapters: %w", p.Name, err)
+	}
+	return Install{Dir: dir, Duration: time.Since(start)}, nil
+}
+
+// lastBytes returns at most n trailing bytes of b.
+func lastBytes(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}
+
+// CodexACP returns the command that starts codex-acp from this install:
+// the platform binary when npm installed one, else the node launcher.
+func (in Install) CodexACP() (command string, args []string, err error) {
+	arch := map[string]string{"amd64": "x64", "arm64": "arm64"}[runtime.GOARCH]
+	bin := filepath.Join(in.Dir, "node_modules", "@zed-industries", "codex-acp-"+runtime.GOOS+"-"+arch, "bin", "codex-acp")
+	if st, err := os.Stat(bin); err == nil && !st.IsDir() {
+		return bin, nil, nil
+	}
+	js := filepath.Join(in.Dir, "node_modules", "@zed-industries", "codex-acp", "bin", "codex-acp.js")
+	if _, err := os.Stat(js); err != nil {
+		return "", nil, fmt.Errorf("codex-acp is not in %s: %w", in.Dir, err)
+	}
+	return "node", []string{js}, nil
+}
+
+// ClaudeACP returns the command that starts claude-agent-acp from this
+// install (node + dist/index.js).
+func (in Install) ClaudeACP() (command string, args []string, err error) {
+	js := filepath.Join(in.Dir, "node_modules", "@zed-industries", "claude-agent-acp", "dist", "index.js")
+	if _, err := os.Stat(js); err != nil {
+		return "", nil, fmt.Errorf("claude-agent-acp is not in %s: %w", in.Dir, err)
+	}
+	return "node", []string{js}, nil
+}
+
+// errNoDaemon is returned when the ochatd binary cannot be found.
+var errNoDaemon = errors.New("ochatd binary not found")

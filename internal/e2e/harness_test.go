@@ -1,0 +1,257 @@
+// Package e2e holds end-to-end tests that run the real ACP adapters
+// (claude-agent-acp, codex-acp from the npm registry, pinned in npm/)
+// against the fake model server (internal/fakemodel) and, through a real
+// ochatd daemon, check what a client sees and what is stored. They run only
+// with OCHAT_E2E=1 (CI sets it); docs/real-agents.md says how.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ochat-dev/ochat/internal/demo"
+	"github.com/ochat-dev/ochat/internal/fakemodel"
+)
+
+// need skips the test unless OCHAT_E2E=1.
+func need(t *testing.T) {
+	t.Helper()
+	if os.Getenv("OCHAT_E2E") != "1" {
+		t.Skip("end-to-end test with real adapters: set OCHAT_E2E=1 (needs node + npm and the npm registry on first run)")
+	}
+}
+
+// e2ePackage pins both adapters (npm/package.json + npm/package-lock.json).
+func e2ePackage(t *testing.T) demo.NPMPackage {
+	t.Helper()
+	pj, err := os.ReadFile(filepath.Join("npm", "package.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock, err := os.ReadFile(filepath.Join("npm", "package-lock.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return demo.NPMPackage{Name: "e2e", PackageJSON: pj, Lock: lock}
+}
+
+var (
+	installOnce sync.Once
+	installed   demo.Install
+	installErr  error
+)
+
+// adapters installs (or reuses from the cache) the pinned adapters once
+// per test binary.
+func adapters(t *testing.T) demo.Install {
+	t.Helper()
+	installOnce.Do(func() {
+		cache, err := demo.CacheDir()
+		if err != nil {
+			installErr = err
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		var log bytes.Buffer
+		installed, installErr = e2ePackage(t).Install(ctx, cache, &log)
+		if installErr == nil {
+			t.Logf("metric: adapters install reused=%v took %v (%s)", installed.Reused, installed.Duration.Round(time.Millisecond), installed.Dir)
+		}
+	})
+	if installErr != nil {
+		t.Fatal(installErr)
+	}
+	return installed
+}
+
+// fakeModel starts a fake model server for one test.
+func fakeModel(t *testing.T) *fakemodel.Server {
+	t.Helper()
+	s, err := fakemodel.Start(context.Background(), fakemodel.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		s.Close()
+		if t.Failed() {
+			for _, r := range s.Requests() {
+				t.Logf("model request #%d %s %s%s scenario=%s text=%q last=%q", r.Seq, r.Method, r.Path, "?"+r.Query,
+					r.Reply.Scenario, r.Reply.Text, r.LastUserText())
+			}
+		}
+	})
+	return s
+}
+
+// agentSetup is one adapter configured against a fake model with private
+// state: the command to run and its environment (on top of baseEnv).
+type agentSetup struct {
+	name    string
+	command string
+	args    []string
+	env     map[string]string
+	// allowKind is the permission option kind the test picks.
+	allowKind string
+}
+
+// setupAgent configures the named adapter ("claude" or "codex") against s
+// with a private home under root.
+func setupAgent(t *testing.T, name string, s *fakemodel.Server, in demo.Install, root string) agentSetup {
+	t.Helper()
+	home := filepath.Join(root, "home-"+name)
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	a := agentSetup{name: name, allowKind: "allow_once"}
+	var err error
+	switch name {
+	case "claude":
+		a.command, a.args, err = in.ClaudeACP()
+		a.env = s.ClaudeEnv(home)
+	case "codex":
+		a.command, a.args, err = in.CodexACP()
+		if err == nil {
+			// "untrusted" asks before every patch; "danger-full-access"
+			// because the Linux sandbox cannot run in containers.
+			a.env, err = s.CodexEnv(filepath.Join(root, "codex-home"), home, "untrusted", "danger-full-access")
+			// Keep codex's helper binaries out of /tmp (it warns there).
+			a.env["TMPDIR"] = filepath.Join(home, "tmp")
+			os.MkdirAll(a.env["TMPDIR"], 0o700)
+		}
+	default:
+		t.Fatalf("unknown agent %q", name)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// baseEnv is the environment every child starts from: PATH and locale
+// only, so nothing of the user's agent configuration leaks in.
+func baseEnv() []string {
+	var env []string
+	for _, k := range []string{"PATH", "LANG", "LC_ALL", "TERM"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
+}
+
+// envList returns baseEnv plus m.
+func envList(m map[string]string) []string {
+	env := baseEnv()
+	for k, v := range m {
+		env = append(env, k+"="+v)
+	}
+	return env
+}
+
+// proc is a child process in its own process group.
+type proc struct {
+	cmd    *exec.Cmd
+	stderr *lockedBuffer
+	done   chan struct{}
+}
+
+// startProc starts cmd in its own process group with stderr captured and
+// registers a cleanup that kills the whole group.
+func startProc(t *testing.T, cmd *exec.Cmd) *proc {
+	t.Helper()
+	p := &proc{cmd: cmd, stderr: &lockedBuffer{}, done: make(chan struct{})}
+	if cmd.Stderr == nil {
+		cmd.Stderr = p.stderr
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", cmd.Path, err)
+	}
+	go func() { cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		p.stop(2 * time.Second)
+		if t.Failed() {
+			t.Logf("stderr of %s (tail):\n%s", filepath.Base(cmd.Path), p.stderr.tail(4000))
+		}
+	})
+	return p
+}
+
+// stop sends SIGTERM to the process group, then SIGKILL after grace. The
+// group is killed even when the leader has exited (Claude Code's child can
+// outlive its adapter).
+func (p *proc) stop(grace time.Duration) {
+	pid := p.cmd.Process.Pid
+	syscall.Kill(-pid, syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+	}
+	syscall.Kill(-pid, syscall.SIGKILL)
+	<-p.done
+}
+
+// lockedBuffer is a bytes.Buffer safe for concurrent writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func (l *lockedBuffer) tail(n int) string {
+	s := l.String()
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
+
+// waitFor polls cond every 20 ms until it holds or timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// metric logs one measured figure in a form bench/real-agents.sh greps.
+func metric(t *testing.T, name string, d time.Duration) {
+	t.Helper()
+	t.Logf("metric: %s %s", name, fmt.Sprint(d.Round(time.Millisecond)))
+}
+
+// realpath resolves symlinks (macOS /tmp, private tmp dirs) so paths
+// compare equal to what agents report.
+func realpath(t *testing.T, p string) string {
+	t.Helper()
+	r, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimRight(r, "/")
+}
