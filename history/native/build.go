@@ -2,6 +2,8 @@ package native
 
 import (
 	"encoding/json"
+	"errors"
+	"sort"
 	"strings"
 	"time"
 
@@ -298,4 +300,44 @@ var scaffoldPrefixes = []string{
 	"<system-reminder>", "<local-command-caveat>", "<local-command-stdout>", "<local-command-stderr>",
 	"<command-name>", "<command-message>", "<session_context>", "<bash-input>", "<bash-stdout>", "<bash-stderr>",
 	"<user-prompt-submit-hook>", "<turn_aborted>", "<subagent_notification>", "Caveat: The messages below were generated",
+}
+
+// rollback removes the last n user turns (a user message and everything
+// after it), as Codex's thread_rolled_back does.
+func (b *builder) rollback(n int) {
+	if n <= 0 {
+		return
+	}
+	cut := len(b.t.Messages)
+	for i := len(b.t.Messages) - 1; i >= 0 && n > 0; i-- {
+		m := b.t.Messages[i]
+		if m.Role == transcript.RoleUser && !m.Hidden {
+			cut = i
+			n--
+		}
+	}
+	if n > 0 {
+		cut = 0
+	}
+	b.t.Messages = b.t.Messages[:cut]
+	for id, i := range b.tools {
+		if i >= cut {
+			delete(b.tools, id)
+		}
+	}
+	b.cur = -1
+}
+
+func sortStrings(s []string) { sort.Strings(s) }
+
+// decodeLenient is json.Unmarshal that tolerates a field of an unexpected
+// JSON type (that field stays zero; the rest is decoded). Stores change
+// field types between versions; one odd field must not lose a record.
+func decodeLenient(b []byte, v any) error {
+	err := json.Unmarshal(b, v)
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return nil
+	}
+	return err
 }

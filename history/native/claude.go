@@ -258,7 +258,7 @@ func between(s, a, b string) string {
 // claudeReader accumulates the lines of one session file.
 type claudeReader struct {
 	t        Transcript
-	sub      bool // a subagent file: its lines are all sidechain lines
+	sub      bool          // a subagent file: its lines are all sidechain lines
 	lines    []*claudeLine // conversation lines with a uuid, file order
 	byUUID   map[string]int
 	unknown  map[string]int
@@ -277,7 +277,7 @@ func newClaudeReader(path string) *claudeReader {
 // add takes one line. Bad lines are counted, never fatal.
 func (r *claudeReader) add(n int, line []byte) {
 	var l claudeLine
-	if !validLine(line) || json.Unmarshal(line, &l) != nil || l.Type == "" {
+	if !validLine(line) || decodeLenient(line, &l) != nil || l.Type == "" {
 		r.t.Diagnostics.SkippedLines++
 		r.t.Diagnostics.problemf("line %d: not a JSON record, skipped", n)
 		return
@@ -416,7 +416,7 @@ func (r *claudeReader) build() *Transcript {
 func (r *claudeReader) userLine(b *builder, l *claudeLine, ts int64, edits map[string]claudeBlock) {
 	t := &r.t
 	var m claudeMessage
-	if len(l.Message) == 0 || json.Unmarshal(l.Message, &m) != nil {
+	if len(l.Message) == 0 || decodeLenient(l.Message, &m) != nil {
 		return
 	}
 	text, blocks, ok := claudeBlocks(m.Content)
@@ -491,7 +491,7 @@ func (r *claudeReader) userLine(b *builder, l *claudeLine, ts int64, edits map[s
 func (r *claudeReader) assistantLine(b *builder, l *claudeLine, ts int64, edits map[string]claudeBlock) {
 	t := &r.t
 	var m claudeMessage
-	if len(l.Message) == 0 || json.Unmarshal(l.Message, &m) != nil {
+	if len(l.Message) == 0 || decodeLenient(l.Message, &m) != nil {
 		return
 	}
 	_, blocks, ok := claudeBlocks(m.Content)

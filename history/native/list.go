@@ -55,6 +55,7 @@ type store struct {
 
 var stores = []store{
 	{AgentClaude, listClaude},
+	{AgentCodex, listCodex},
 }
 
 // metaFunc extracts listing metadata from one session file. ok=false drops
@@ -70,7 +71,7 @@ type fileResult struct {
 
 // listFiles runs meta over files with one worker per CPU, using cache.
 // keep filters by the recorded session (e.g. cwd == workspace).
-func listFiles(ctx context.Context, agent string, files []string, cache Cache, meta metaFunc, keep func(Session) bool) ([]Session, []Diagnostic) {
+func listFiles(ctx context.Context, agent, ws string, files []string, cache Cache, meta metaFunc, keep func(Session) bool) ([]Session, []Diagnostic) {
 	res := make([]fileResult, len(files))
 	workers := runtime.GOMAXPROCS(0)
 	if workers > len(files) {
@@ -91,7 +92,7 @@ func listFiles(ctx context.Context, agent string, files []string, cache Cache, m
 				if i >= len(files) || ctx.Err() != nil {
 					return
 				}
-				res[i] = listOne(agent, files[i], cache, meta)
+				res[i] = listOne(agent, ws, files[i], cache, meta)
 			}
 		}()
 	}
@@ -109,7 +110,7 @@ func listFiles(ctx context.Context, agent string, files []string, cache Cache, m
 	return out, diags
 }
 
-func listOne(agent, path string, cache Cache, meta metaFunc) fileResult {
+func listOne(agent, ws, path string, cache Cache, meta metaFunc) fileResult {
 	diag := func(format string, args ...any) fileResult {
 		return fileResult{diag: &Diagnostic{Level: "warning", Agent: agent, Path: path, Message: fmt.Sprintf(format, args...)}}
 	}
@@ -132,7 +133,7 @@ func listOne(agent, path string, cache Cache, meta metaFunc) fileResult {
 	if fi.Size() == 0 {
 		return fileResult{}
 	}
-	key := cacheKey(agent, path, fi.Size(), fi.ModTime().UnixNano())
+	key := cacheKey(agent, ws, path, fi.Size(), fi.ModTime().UnixNano())
 	if cache != nil {
 		if b, ok := cache.Get(key); ok {
 			var c cachedMeta
@@ -176,7 +177,7 @@ type cachedMeta struct {
 func listClaude(ctx context.Context, env Env, ws string, cache Cache) ([]Session, []Diagnostic) {
 	files, diags := claudeSessionFiles(env, ws)
 	_, long := ClaudeProjectDirName(ws)
-	ss, ds := listFiles(ctx, AgentClaude, files, cache, claudeMeta, func(s Session) bool {
+	ss, ds := listFiles(ctx, AgentClaude, ws, files, cache, claudeMeta, func(s Session) bool {
 		if s.Cwd == "" {
 			return !long
 		}
@@ -219,6 +220,8 @@ func ReadFile(ctx context.Context, path string) (*Transcript, error) {
 	switch agent := detectAgent(path); agent {
 	case AgentClaude:
 		return ReadClaude(path)
+	case AgentCodex:
+		return ReadCodex(path)
 	}
 	return nil, fmt.Errorf("read native session %s: unknown store format", path)
 }
@@ -273,6 +276,9 @@ func readByID(ctx context.Context, env Env, id string) (*Transcript, error) {
 		if m, _ := filepath.Glob(filepath.Join(pd, "*", id+".jsonl")); len(m) > 0 {
 			return ReadClaude(m[0])
 		}
+	}
+	if p := findCodexByID(env, id); p != "" {
+		return ReadCodex(p)
 	}
 	return nil, fmt.Errorf("read native session %q: %w", id, ErrNotFound)
 }

@@ -165,15 +165,15 @@ func ResumeCommand(agent, id, path string) []string {
 }
 
 // Cache stores listing metadata between runs. Keys come from cacheKey (agent,
-// path, size, mtime), so an unchanged file is never parsed again. The history
+// workspace, path, size, mtime), so an unchanged file is never parsed again. The history
 // store's index entries satisfy it; any map does for tests.
 type Cache interface {
 	Get(key string) ([]byte, bool)
 	Put(key string, v []byte)
 }
 
-func cacheKey(agent, path string, size, mtimeNs int64) string {
-	return fmt.Sprintf("native/v%d/%s/%s/%d/%d", cacheVersion, agent, path, size, mtimeNs)
+func cacheKey(agent, ws, path string, size, mtimeNs int64) string {
+	return fmt.Sprintf("native/v%d/%s/%s/%s/%d/%d", cacheVersion, agent, ws, path, size, mtimeNs)
 }
 
 // cacheVersion changes whenever the meaning of cached Session JSON changes.
