@@ -43,6 +43,41 @@ func (s *Store) Messages(convID string) ([]transcript.Message, error) {
 	return out, nil
 }
 
+// MessagesAfter returns the messages of conversation convID whose id sorts
+// after afterID ("" = all), in order of id: what an agent whose cursor is
+// afterID has not seen. afterID need not exist (a cursor may point at a
+// message dropped by TruncateFrom). Unknown conversation: an error wrapping
+// ErrNotFound.
+func (s *Store) MessagesAfter(convID, afterID string) ([]transcript.Message, error) {
+	out := []transcript.Message{}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		if tx.Bucket(bucketConversations).Get([]byte(convID)) == nil {
+			return ErrNotFound
+		}
+		b := tx.Bucket(bucketMessages).Bucket([]byte(convID))
+		if b == nil {
+			return nil
+		}
+		c := b.Cursor()
+		k, v := c.Seek([]byte(afterID))
+		if k != nil && string(k) == afterID {
+			k, v = c.Next()
+		}
+		for ; k != nil; k, v = c.Next() {
+			m, err := decodeMessage(v)
+			if err != nil {
+				return fmt.Errorf("message %s: %w", k, err)
+			}
+			out = append(out, m)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("messages of %s after %q: %w", convID, afterID, err)
+	}
+	return out, nil
+}
+
 // Message returns one message of conversation convID, or an error wrapping
 // ErrNotFound if the conversation or the message does not exist.
 func (s *Store) Message(convID, msgID string) (transcript.Message, error) {
@@ -77,14 +112,19 @@ func (s *Store) Message(convID, msgID string) (transcript.Message, error) {
 // Errors: unknown conversation wraps ErrNotFound; an empty m.ID or one with a
 // NUL byte is refused.
 func (s *Store) PutMessage(convID string, m transcript.Message, now int64) error {
+	return s.Update(func(w *Writer) error { return w.PutMessage(convID, m, now) })
+}
+
+// putMessage is PutMessage inside tx.
+func putMessage(tx *bolt.Tx, convID string, m transcript.Message, now int64) error {
 	if err := validID("message", m.ID); err != nil {
 		return fmt.Errorf("put message in %s: %w", convID, err)
 	}
-	data, err := json.Marshal(m)
-	if err != nil {
-		return fmt.Errorf("put message %s/%s: encode: %w", convID, m.ID, err)
-	}
-	err = s.db.Update(func(tx *bolt.Tx) error {
+	err := func() error {
+		data, err := json.Marshal(m)
+		if err != nil {
+			return fmt.Errorf("encode: %w", err)
+		}
 		c, err := getConversation(tx, convID)
 		if err != nil {
 			return err
@@ -119,7 +159,7 @@ func (s *Store) PutMessage(convID string, m transcript.Message, now int64) error
 			return nil
 		}
 		return putJSON(tx.Bucket(bucketConversations), convID, c)
-	})
+	}()
 	if err != nil {
 		return fmt.Errorf("put message %s/%s: %w", convID, m.ID, err)
 	}
@@ -139,7 +179,12 @@ func (s *Store) PutMessage(convID string, m transcript.Message, now int64) error
 // Unknown conversation or message: an error wrapping ErrNotFound, and nothing
 // is deleted.
 func (s *Store) TruncateFrom(convID, messageID string) error {
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	return s.Update(func(w *Writer) error { return w.TruncateFrom(convID, messageID) })
+}
+
+// truncateFrom is TruncateFrom inside tx.
+func truncateFrom(tx *bolt.Tx, convID, messageID string) error {
+	err := func() error {
 		c, err := getConversation(tx, convID)
 		if err != nil {
 			return err
@@ -189,7 +234,7 @@ func (s *Store) TruncateFrom(convID, messageID string) error {
 			as.SessionID, as.Cursor = "", ""
 			return true
 		})
-	})
+	}()
 	if err != nil {
 		return fmt.Errorf("truncate %s from %s: %w", convID, messageID, err)
 	}

@@ -22,6 +22,17 @@ type AgentSession struct {
 func (s *Store) AgentSession(convID, agent string) (AgentSession, error) {
 	var as AgentSession
 	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		as, err = getAgentSession(tx, convID, agent)
+		return err
+	})
+	return as, err
+}
+
+// getAgentSession is AgentSession inside tx.
+func getAgentSession(tx *bolt.Tx, convID, agent string) (AgentSession, error) {
+	var as AgentSession
+	err := func() error {
 		if tx.Bucket(bucketConversations).Get([]byte(convID)) == nil {
 			return ErrNotFound
 		}
@@ -37,7 +48,7 @@ func (s *Store) AgentSession(convID, agent string) (AgentSession, error) {
 			return fmt.Errorf("decode: %w", err)
 		}
 		return nil
-	})
+	}()
 	if err != nil {
 		return AgentSession{}, fmt.Errorf("agent session %s/%s: %w", convID, agent, err)
 	}
@@ -76,10 +87,15 @@ func (s *Store) AgentSessions(convID string) (map[string]AgentSession, error) {
 // conversation convID. Unknown conversation: an error wrapping ErrNotFound;
 // an empty agent name is refused.
 func (s *Store) PutAgentSession(convID, agent string, as AgentSession) error {
+	return s.Update(func(w *Writer) error { return w.PutAgentSession(convID, agent, as) })
+}
+
+// putAgentSession is PutAgentSession inside tx.
+func putAgentSession(tx *bolt.Tx, convID, agent string, as AgentSession) error {
 	if err := validID("agent", agent); err != nil {
 		return fmt.Errorf("put agent session in %s: %w", convID, err)
 	}
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := func() error {
 		if tx.Bucket(bucketConversations).Get([]byte(convID)) == nil {
 			return ErrNotFound
 		}
@@ -88,7 +104,7 @@ func (s *Store) PutAgentSession(convID, agent string, as AgentSession) error {
 			return err
 		}
 		return putJSON(b, agent, as)
-	})
+	}()
 	if err != nil {
 		return fmt.Errorf("put agent session %s/%s: %w", convID, agent, err)
 	}
@@ -101,7 +117,12 @@ func (s *Store) PutAgentSession(convID, agent string, as AgentSession) error {
 // the config is replayed into it. Unknown conversation: an error wrapping
 // ErrNotFound.
 func (s *Store) ResetAgentSessions(convID string) error {
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	return s.Update(func(w *Writer) error { return w.ResetAgentSessions(convID) })
+}
+
+// resetAgentSessions is ResetAgentSessions inside tx.
+func resetAgentSessions(tx *bolt.Tx, convID string) error {
+	err := func() error {
 		if tx.Bucket(bucketConversations).Get([]byte(convID)) == nil {
 			return ErrNotFound
 		}
@@ -110,7 +131,7 @@ func (s *Store) ResetAgentSessions(convID string) error {
 			as.SessionID, as.Cursor = "", ""
 			return changed
 		})
-	})
+	}()
 	if err != nil {
 		return fmt.Errorf("reset agent sessions of %s: %w", convID, err)
 	}

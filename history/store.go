@@ -145,18 +145,18 @@ func (s *Store) Close() error {
 // joined, or nil.
 func (s *Store) Check() error {
 	var errs []error
-	err := s.db.View(func(tx *bolt.Tx) error {
-		for err := range tx.Check() {
-			errs = append(errs, err)
-		}
-		if len(errs) > 0 {
-			return nil // the data cannot be trusted enough to walk it
-		}
-		errs = append(errs, checkSchema(tx)...)
-		return nil
-	})
+	// bbolt's check is only safe against concurrent writers inside a
+	// writable transaction; it is rolled back, so nothing is written.
+	tx, err := s.db.Begin(true)
 	if err != nil {
+		return fmt.Errorf("check history %s: %w", s.path, err)
+	}
+	defer tx.Rollback()
+	for err := range tx.Check() {
 		errs = append(errs, err)
+	}
+	if len(errs) == 0 { // else the data cannot be trusted enough to walk it
+		errs = append(errs, checkSchema(tx)...)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("check history %s: %w", s.path, errors.Join(errs...))

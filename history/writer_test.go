@@ -1,0 +1,150 @@
+package history
+
+import (
+	"errors"
+	"os"
+	"reflect"
+	"testing"
+
+	"github.com/ochat-dev/ochat/transcript"
+)
+
+func TestUpdate(t *testing.T) {
+	boom := errors.New("boom")
+	tests := []struct {
+		name        string
+		f           func(w *Writer) error
+		wantErr     error
+		wantIDs     []string
+		wantSession string // claude's session id afterwards
+	}{
+		{"finish a turn and move the cursor together", func(w *Writer) error {
+			if err := w.PutMessage("c", assistant("01D", "claude", transcript.StatusCompleted, "done"), 50); err != nil {
+				return err
+			}
+			as, err := w.AgentSession("c", "claude")
+			if err != nil {
+				return err
+			}
+			as.Cursor = "01D"
+			return w.PutAgentSession("c", "claude", as)
+		}, nil, []string{"01A", "01B", "01C", "01D"}, "s1"},
+		{"edit: truncate, replace, reset", func(w *Writer) error {
+			if err := w.TruncateFrom("c", "01C"); err != nil {
+				return err
+			}
+			if err := w.PutMessage("c", user("01E", "edited"), 60); err != nil {
+				return err
+			}
+			return w.ResetAgentSessions("c")
+		}, nil, []string{"01A", "01B", "01E"}, ""},
+		{"error rolls everything back", func(w *Writer) error {
+			if err := w.TruncateFrom("c", "01A"); err != nil {
+				return err
+			}
+			if err := w.ResetAgentSessions("c"); err != nil {
+				return err
+			}
+			return boom
+		}, boom, []string{"01A", "01B", "01C"}, "s1"},
+		{"a failing step inside rolls back", func(w *Writer) error {
+			if err := w.PutMessage("c", user("01Z", "x"), 70); err != nil {
+				return err
+			}
+			return w.PutMessage("nope", user("01Y", "x"), 70)
+		}, ErrNotFound, []string{"01A", "01B", "01C"}, "s1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := openTemp(t)
+			mustCreate(t, s, "c")
+			mustPut(t, s, "c", 10, user("01A", "q"), assistant("01B", "claude", transcript.StatusCompleted, "a"), user("01C", "q2"))
+			if err := s.PutAgentSession("c", "claude", AgentSession{SessionID: "s1", Cursor: "01B"}); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Update(tt.f); !errors.Is(err, tt.wantErr) {
+				t.Fatalf("Update = %v, want %v", err, tt.wantErr)
+			}
+			ms, err := s.Messages("c")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(ids(ms), tt.wantIDs) {
+				t.Fatalf("ids = %v, want %v", ids(ms), tt.wantIDs)
+			}
+			as, err := s.AgentSession("c", "claude")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if as.SessionID != tt.wantSession {
+				t.Fatalf("claude session = %+v, want id %q", as, tt.wantSession)
+			}
+			if err := s.Check(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func TestWriterAfterUpdate(t *testing.T) {
+	s := openTemp(t)
+	mustCreate(t, s, "c")
+	var kept *Writer
+	if err := s.Update(func(w *Writer) error { kept = w; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := kept.PutMessage("c", user("01A", "x"), 1); !errors.Is(err, errWriterDone) {
+		t.Fatalf("PutMessage after Update = %v", err)
+	}
+	if _, err := kept.AgentSession("c", "claude"); !errors.Is(err, errWriterDone) {
+		t.Fatalf("AgentSession after Update = %v", err)
+	}
+}
+
+func TestMessagesAfter(t *testing.T) {
+	s := openTemp(t)
+	mustCreate(t, s, "c", "empty")
+	mustPut(t, s, "c", 10, user("01A", "1"), assistant("01B", "claude", transcript.StatusCompleted, "2"),
+		user("01D", "3"), assistant("01E", "codex", transcript.StatusCompleted, "4"))
+	tests := []struct {
+		name, conv, after string
+		want              []string
+		wantErr           error
+	}{
+		{"no cursor: everything", "c", "", []string{"01A", "01B", "01D", "01E"}, nil},
+		{"after an existing message", "c", "01B", []string{"01D", "01E"}, nil},
+		{"after a dropped message", "c", "01C", []string{"01D", "01E"}, nil},
+		{"after the last", "c", "01E", []string{}, nil},
+		{"past the end", "c", "09", []string{}, nil},
+		{"empty conversation", "empty", "", []string{}, nil},
+		{"unknown conversation", "zz", "", nil, ErrNotFound},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := s.MessagesAfter(tt.conv, tt.after)
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("err = %v, want %v", err, tt.wantErr)
+			}
+			if err == nil && !reflect.DeepEqual(ids(got), tt.want) {
+				t.Fatalf("ids = %v, want %v", ids(got), tt.want)
+			}
+		})
+	}
+}
+
+func TestCheckWritesNothing(t *testing.T) {
+	s := openTemp(t)
+	mustCreate(t, s, "c")
+	mustPut(t, s, "c", 1, user("01A", "x"))
+	before, err := os.ReadFile(s.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Check(); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := os.ReadFile(s.Path())
+	if string(before) != string(after) {
+		t.Fatal("Check changed the file")
+	}
+}
