@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -145,6 +146,7 @@ func TestAdapterDirect(t *testing.T) {
 
 			cl := &rawClient{allowKind: a.allowKind}
 			conn := acp.NewClientSideConnection(cl, stdin, stdout)
+			conn.SetLogger(slog.New(slog.DiscardHandler))
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
 
