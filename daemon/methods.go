@@ -27,7 +27,10 @@ func (s *Server) initializeResult() InitializeResult {
 }
 
 // registry loads the agent registry afresh (settings may have changed).
-func (s *Server) registry() (*agents.Registry, error) {
+func (s *Server) registry() (AgentRegistry, error) {
+	if s.opts.LoadRegistry != nil {
+		return s.opts.LoadRegistry()
+	}
 	dir := s.opts.UserConfigDir
 	if dir == "" {
 		d, err := os.UserConfigDir()

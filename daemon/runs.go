@@ -31,7 +31,7 @@ type run struct {
 
 	// guarded by Server.mu
 	red        *transcript.Reducer // assistant message, reduced live
-	events     []transcript.Event // replay buffer (nil once truncated)
+	events     []transcript.Event  // replay buffer (nil once truncated)
 	truncated  bool
 	seq        int64
 	finished   bool

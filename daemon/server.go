@@ -75,6 +75,17 @@ type Options struct {
 	CancelGrace time.Duration
 	// StartAgent starts agents; nil means agents.Start.
 	StartAgent StartAgentFunc
+	// LoadRegistry returns the agent registry, called on every send and
+	// agents/list; nil means agents.LoadRegistry(UserConfigDir, Workspace).
+	LoadRegistry func() (AgentRegistry, error)
+}
+
+// AgentRegistry is what the daemon needs of the agent registry;
+// *agents.Registry implements it.
+type AgentRegistry interface {
+	List() []agents.Status
+	Lookup(name string) (agents.Spec, error)
+	Default() string
 }
 
 // Server is one workspace's daemon: it serves any number of client
