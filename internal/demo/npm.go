@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	_ "embed"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -156,6 +155,3 @@ func (in Install) ClaudeACP() (command string, args []string, err error) {
 	}
 	return "node", []string{js}, nil
 }
-
-// errNoDaemon is returned when the ochatd binary cannot be found.
-var errNoDaemon = errors.New("ochatd binary not found")
