@@ -132,16 +132,30 @@ func (s *Store) SetNative(id string, ref *NativeRef) error {
 }
 
 // DeleteConversation removes conversation id with its messages, agent
-// sessions and streaming index entries. Blobs are content-addressed and may
-// be shared, so they stay. Unknown id: an error wrapping ErrNotFound.
+// sessions and streaming index entries, and every attachment blob no other
+// message references. Unknown id: an error wrapping ErrNotFound.
 func (s *Store) DeleteConversation(id string) error {
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	return s.Update(func(w *Writer) error { return w.DeleteConversation(id) })
+}
+
+// deleteConversation is DeleteConversation inside w's transaction.
+func deleteConversation(w *Writer, id string) error {
+	tx := w.tx
+	err := func() error {
 		convs := tx.Bucket(bucketConversations)
 		if convs.Get([]byte(id)) == nil {
 			return ErrNotFound
 		}
 		if err := convs.Delete([]byte(id)); err != nil {
 			return err
+		}
+		if b := tx.Bucket(bucketMessages).Bucket([]byte(id)); b != nil {
+			err := b.ForEach(func(k, v []byte) error {
+				return w.setBlobRefs(id, string(k), attachmentHashes(v), nil)
+			})
+			if err != nil {
+				return err
+			}
 		}
 		for _, parent := range [][]byte{bucketMessages, bucketAgentSessions} {
 			p := tx.Bucket(parent)
@@ -152,7 +166,7 @@ func (s *Store) DeleteConversation(id string) error {
 			}
 		}
 		return deleteStreamingFrom(tx, id, "")
-	})
+	}()
 	if err != nil {
 		return fmt.Errorf("delete conversation %s: %w", id, err)
 	}

@@ -47,6 +47,10 @@
 //	                the message, so start-up finds in-flight turns without
 //	                scanning every message)
 //	blobs           lowercase sha256 hex of the content → the content
+//	blobRefs        hash + 0x00 + conversation id + 0x00 + message id → empty:
+//	                one entry per message attachment referring to a blob;
+//	                a blob is deleted in the transaction that removes its
+//	                last reference
 //	nativeIndex     caller-chosen key → caller-chosen value (the native
 //	                session index cache of history/native; opaque here)
 //

@@ -115,8 +115,9 @@ func (s *Store) PutMessage(convID string, m transcript.Message, now int64) error
 	return s.Update(func(w *Writer) error { return w.PutMessage(convID, m, now) })
 }
 
-// putMessage is PutMessage inside tx.
-func putMessage(tx *bolt.Tx, convID string, m transcript.Message, now int64) error {
+// putMessage is PutMessage inside w's transaction.
+func putMessage(w *Writer, convID string, m transcript.Message, now int64) error {
+	tx := w.tx
 	if err := validID("message", m.ID); err != nil {
 		return fmt.Errorf("put message in %s: %w", convID, err)
 	}
@@ -133,7 +134,17 @@ func putMessage(tx *bolt.Tx, convID string, m transcript.Message, now int64) err
 		if err != nil {
 			return err
 		}
+		oldRefs := attachmentHashes(b.Get([]byte(m.ID)))
 		if err := b.Put([]byte(m.ID), data); err != nil {
+			return err
+		}
+		var newRefs []string
+		for _, a := range m.Attachments {
+			if a.Hash != "" {
+				newRefs = append(newRefs, a.Hash)
+			}
+		}
+		if err := w.setBlobRefs(convID, m.ID, oldRefs, newRefs); err != nil {
 			return err
 		}
 		idx := tx.Bucket(bucketStreaming)
@@ -182,8 +193,9 @@ func (s *Store) TruncateFrom(convID, messageID string) error {
 	return s.Update(func(w *Writer) error { return w.TruncateFrom(convID, messageID) })
 }
 
-// truncateFrom is TruncateFrom inside tx.
-func truncateFrom(tx *bolt.Tx, convID, messageID string) error {
+// truncateFrom is TruncateFrom inside w's transaction.
+func truncateFrom(w *Writer, convID, messageID string) error {
+	tx := w.tx
 	err := func() error {
 		c, err := getConversation(tx, convID)
 		if err != nil {
@@ -195,8 +207,11 @@ func truncateFrom(tx *bolt.Tx, convID, messageID string) error {
 		}
 		var doomed [][]byte
 		cur := b.Cursor()
-		for k, _ := cur.Seek([]byte(messageID)); k != nil; k, _ = cur.Next() {
+		for k, v := cur.Seek([]byte(messageID)); k != nil; k, v = cur.Next() {
 			doomed = append(doomed, bytes.Clone(k))
+			if err := w.setBlobRefs(convID, string(k), attachmentHashes(v), nil); err != nil {
+				return err
+			}
 		}
 		for _, k := range doomed {
 			if err := b.Delete(k); err != nil {

@@ -1,6 +1,7 @@
 package history
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -42,6 +44,7 @@ var (
 	bucketAgentSessions = []byte("agentSessions")
 	bucketStreaming     = []byte("streaming")
 	bucketBlobs         = []byte("blobs")
+	bucketBlobRefs      = []byte("blobRefs")
 	bucketNativeIndex   = []byte("nativeIndex")
 
 	keySchema = []byte("schema")
@@ -49,7 +52,7 @@ var (
 
 var topBuckets = [][]byte{
 	bucketMeta, bucketConversations, bucketMessages, bucketAgentSessions,
-	bucketStreaming, bucketBlobs, bucketNativeIndex,
+	bucketStreaming, bucketBlobs, bucketBlobRefs, bucketNativeIndex,
 }
 
 // Store is an open history database. Its methods are safe for concurrent use;
@@ -179,6 +182,7 @@ func checkSchema(tx *bolt.Tx) []error {
 		return nil
 	})
 	streaming := tx.Bucket(bucketStreaming)
+	refs := tx.Bucket(bucketBlobRefs)
 	msgs := tx.Bucket(bucketMessages)
 	msgs.ForEach(func(convID, v []byte) error {
 		if v != nil {
@@ -197,6 +201,11 @@ func checkSchema(tx *bolt.Tx) []error {
 			if m.ID != string(id) {
 				bad("message %s/%s: stored id %q", convID, id, m.ID)
 			}
+			for _, a := range m.Attachments {
+				if a.Hash != "" && refs.Get(blobRefKey(a.Hash, string(convID), string(id))) == nil {
+					bad("message %s/%s: attachment %s has no blob reference", convID, id, a.Hash)
+				}
+			}
 			indexed := streaming.Get(streamingKey(string(convID), string(id))) != nil
 			if isStreaming(m) != indexed {
 				bad("message %s/%s: status %q but streaming index entry present=%t", convID, id, m.Status, indexed)
@@ -213,6 +222,22 @@ func checkSchema(tx *bolt.Tx) []error {
 		}
 		if b := msgs.Bucket([]byte(convID)); b == nil || b.Get([]byte(msgID)) == nil {
 			bad("streaming index: %s/%s: no such message", convID, msgID)
+		}
+		return nil
+	})
+	refs.ForEach(func(k, _ []byte) error {
+		parts := bytes.SplitN(k, []byte{0}, 3)
+		if len(parts) != 3 {
+			bad("blob references: malformed key %q", k)
+			return nil
+		}
+		hash, convID, msgID := string(parts[0]), parts[1], parts[2]
+		var v []byte
+		if b := msgs.Bucket(convID); b != nil {
+			v = b.Get(msgID)
+		}
+		if !slices.Contains(attachmentHashes(v), hash) {
+			bad("blob reference %s from %s/%s: the message does not refer to it", hash, convID, msgID)
 		}
 		return nil
 	})

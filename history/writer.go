@@ -17,6 +17,10 @@ var errWriterDone = errors.New("history: Writer used after its Update returned")
 // must not be used from other goroutines.
 type Writer struct {
 	tx *bolt.Tx
+	// released holds blob hashes whose last reference this transaction may
+	// have dropped; they are deleted at commit if still unreferenced, so a
+	// blob moved from a dropped message to its replacement survives.
+	released map[string]bool
 }
 
 // Update runs f in one read-write transaction and commits it durably when f
@@ -30,7 +34,10 @@ func (s *Store) Update(f func(w *Writer) error) error {
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		w := &Writer{tx: tx}
 		defer func() { w.tx = nil }()
-		return f(w)
+		if err := f(w); err != nil {
+			return err
+		}
+		return w.dropUnreferencedBlobs()
 	})
 	if errors.Is(err, bolt.ErrDatabaseNotOpen) {
 		return fmt.Errorf("history %s: %w", s.path, err)
@@ -43,7 +50,7 @@ func (w *Writer) PutMessage(convID string, m transcript.Message, now int64) erro
 	if w.tx == nil {
 		return errWriterDone
 	}
-	return putMessage(w.tx, convID, m, now)
+	return putMessage(w, convID, m, now)
 }
 
 // TruncateFrom is Store.TruncateFrom inside the transaction.
@@ -51,7 +58,7 @@ func (w *Writer) TruncateFrom(convID, messageID string) error {
 	if w.tx == nil {
 		return errWriterDone
 	}
-	return truncateFrom(w.tx, convID, messageID)
+	return truncateFrom(w, convID, messageID)
 }
 
 // PutAgentSession is Store.PutAgentSession inside the transaction.
@@ -69,6 +76,14 @@ func (w *Writer) AgentSession(convID, agent string) (AgentSession, error) {
 		return AgentSession{}, errWriterDone
 	}
 	return getAgentSession(w.tx, convID, agent)
+}
+
+// DeleteConversation is Store.DeleteConversation inside the transaction.
+func (w *Writer) DeleteConversation(id string) error {
+	if w.tx == nil {
+		return errWriterDone
+	}
+	return deleteConversation(w, id)
 }
 
 // ResetAgentSessions is Store.ResetAgentSessions inside the transaction.
