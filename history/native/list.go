@@ -56,6 +56,7 @@ type store struct {
 var stores = []store{
 	{AgentClaude, listClaude},
 	{AgentCodex, listCodex},
+	{AgentGemini, listGemini},
 }
 
 // metaFunc extracts listing metadata from one session file. ok=false drops
@@ -222,6 +223,8 @@ func ReadFile(ctx context.Context, path string) (*Transcript, error) {
 		return ReadClaude(path)
 	case AgentCodex:
 		return ReadCodex(path)
+	case AgentGemini:
+		return ReadGemini(path)
 	}
 	return nil, fmt.Errorf("read native session %s: unknown store format", path)
 }
@@ -279,6 +282,9 @@ func readByID(ctx context.Context, env Env, id string) (*Transcript, error) {
 	}
 	if p := findCodexByID(env, id); p != "" {
 		return ReadCodex(p)
+	}
+	if p := findGeminiByID(env, id); p != "" {
+		return ReadGemini(p)
 	}
 	return nil, fmt.Errorf("read native session %q: %w", id, ErrNotFound)
 }
