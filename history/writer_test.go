@@ -148,3 +148,35 @@ func TestCheckWritesNothing(t *testing.T) {
 		t.Fatal("Check changed the file")
 	}
 }
+
+func TestMessageRoundTrip(t *testing.T) {
+	two, five := 2, 5
+	oldText, newText := "a\nb\n", "a\nc\nd\n"
+	full := transcript.Message{
+		ID: "01J", Timestamp: 1732960000123, Role: transcript.RoleAssistant, Agent: "codex",
+		Status: transcript.StatusCompleted, DurationMs: 4321, StopReason: "end_turn",
+		Segments: []transcript.Segment{
+			{Type: transcript.SegReasoning, Content: "thinking… ünïcödé \u2028 \"quoted\" <html>&"},
+			{Type: transcript.SegTool, ID: "call_1", Name: "shell", Status: "completed", ProviderKind: "execute",
+				Input: []byte(`{"command":["ls","-la"],"nested":{"n":1.5e3,"null":null}}`), Output: "total 0\n", DurationMs: 12},
+			{Type: transcript.SegTool, ID: "call_2", Name: "edit", Status: "error", Error: "denied"},
+			{Type: transcript.SegPlan, Entries: []transcript.PlanEntry{{Content: "step", Status: "in_progress", Priority: "high"}}},
+			{Type: transcript.SegFileChange, Path: "src/a.go", Additions: &two, Deletions: &five, Status: "applied",
+				Diff: "--- a\n+++ b\n", OldText: &oldText, NewText: &newText, ToolCallID: "call_2"},
+			{Type: transcript.SegWorkspace, Files: []string{"a", "b"}, Errors: []string{"e"}},
+			{Type: transcript.SegContent, Content: "done 🎉"},
+		},
+	}
+	userMsg := transcript.Message{ID: "01I", Timestamp: 1, Role: transcript.RoleUser, Content: "hi", Hidden: true,
+		Attachments: []transcript.Attachment{{Kind: "image", Name: "x.png", MimeType: "image/png", Size: 3}}}
+	s := openTemp(t)
+	mustCreate(t, s, "c")
+	mustPut(t, s, "c", 1, userMsg, full)
+	got, err := s.Messages("c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, []transcript.Message{userMsg, full}) {
+		t.Fatalf("round trip changed the messages:\n got %+v\nwant %+v", got, []transcript.Message{userMsg, full})
+	}
+}
