@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
-	sjson "github.com/segmentio/encoding/json"
 	"fmt"
+	sjson "github.com/segmentio/encoding/json"
 	"slices"
 
 	bolt "go.etcd.io/bbolt"
