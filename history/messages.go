@@ -5,9 +5,9 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	sjson "github.com/segmentio/encoding/json"
 	"slices"
 
+	sjson "github.com/segmentio/encoding/json"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/ochat-dev/ochat/transcript"
