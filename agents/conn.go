@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -123,7 +124,7 @@ type Conn struct {
 
 	cmd    *exec.Cmd
 	pgid   int
-	stdin  io.WriteCloser
+	stdin  *stdinWriter
 	stdout *os.File
 	rpc    *acp.Connection
 	filter *lineFilter
@@ -238,11 +239,14 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Conn, error) {
 	errW.Close()
 	c.cmd = cmd
 	c.pgid = cmd.Process.Pid
-	c.stdin = stdin
+	c.stdin = &stdinWriter{w: stdin}
 	c.stdout = outR
 	log.Debug("agent started", "pid", c.pgid, "command", spec.Command)
 
 	pr, pw := io.Pipe()
+	c.rpc = acp.NewConnection(c.handle, c.stdin, pr)
+	// The SDK reads its logger unguarded: set it before any line can arrive.
+	c.rpc.SetLogger(log)
 	filterDone := make(chan struct{})
 	go func() {
 		c.filter.run(outR, pw)
@@ -253,8 +257,6 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Conn, error) {
 		copyStderr(errR, c.stderr, log)
 		close(stderrDone)
 	}()
-	c.rpc = acp.NewConnection(c.handle, stdin, pr)
-	c.rpc.SetLogger(log)
 	go c.wait(filterDone, stderrDone, outR, errR)
 
 	ictx, cancel := context.WithTimeout(ctx, opts.InitTimeout)
@@ -402,6 +404,25 @@ func (c *Conn) Close() error {
 	return nil
 }
 
+// stdinWriter is the agent's stdin; it remembers that a write failed (the
+// agent is gone), which the SDK reports like an agent's internal error.
+type stdinWriter struct {
+	w   io.WriteCloser
+	bad atomic.Bool
+}
+
+func (s *stdinWriter) Write(p []byte) (int, error) {
+	n, err := s.w.Write(p)
+	if err != nil {
+		s.bad.Store(true)
+	}
+	return n, err
+}
+
+func (s *stdinWriter) Close() error { return s.w.Close() }
+
+func (s *stdinWriter) failed() bool { return s.bad.Load() }
+
 // call sends one request and translates failures: the agent's JSON-RPC
 // errors become *RequestError, a connection lost because the agent exited
 // becomes its *ExitError.
@@ -427,6 +448,9 @@ func call[T any](c *Conn, ctx context.Context, method string, params any) (T, er
 	case <-c.rpc.Done():
 		return zero, c.lostErr(method)
 	default:
+	}
+	if c.stdin.failed() {
+		return zero, c.lostErr(method)
 	}
 	var re *acp.RequestError
 	if errors.As(err, &re) {
