@@ -1,0 +1,781 @@
+-- ochat.chat: the chat window of one workspace and the conversation shown in it.
+--
+-- Owns: per-workspace chat state (connection, conversation id, agent, messages), the transcript buffer
+-- (filetype=markdown, read-only, rendered incrementally with coalesced redraws), the prompt buffer (buftype=prompt,
+-- `@file` completion), the float or split layout and its toggle, ochat/subscribe snapshots and ochat/event
+-- streaming, ochat/agentState caching, send and cancel.
+-- Never: parses agent or native-store formats, answers permissions (ochat.permission) or edits files (ochat.diff).
+local util = require('ochat.util')
+local render = require('ochat.render')
+local rpc = require('ochat.rpc')
+
+local M = {}
+
+--- Chat states by workspace root.
+M.states = {}
+
+local api = vim.api
+local ns = api.nvim_create_namespace('ochat_chat')
+
+local Chat = {}
+Chat.__index = Chat
+M.Chat = Chat
+
+local function cfg()
+  return require('ochat').config
+end
+
+--- Finds the workspace root for a buffer: the configured function, else the nearest `.git` upward, else cwd.
+function M.root_for(bufnr)
+  local c = cfg()
+  if c.root then
+    local r = c.root(bufnr or 0)
+    if r then
+      return util.normpath(r)
+    end
+  end
+  local name = api.nvim_buf_get_name(bufnr or 0)
+  local dir = (name ~= '' and vim.fn.filereadable(name) == 1) and vim.fn.fnamemodify(name, ':p:h') or vim.fn.getcwd()
+  local git = vim.fn.finddir('.git', dir .. ';')
+  if git == '' then
+    git = vim.fn.findfile('.git', dir .. ';')
+  end
+  if git ~= '' then
+    return util.normpath(vim.fn.fnamemodify(git, ':p:h:h'))
+  end
+  return util.normpath(vim.fn.getcwd())
+end
+
+--- Returns the chat state for the workspace of `bufnr` (or `root`), creating it and its connection if needed.
+function M.get(root)
+  root = util.normpath(root or M.root_for(0))
+  local s = M.states[root]
+  if s then
+    return s
+  end
+  s = setmetatable({
+    root = root,
+    agent = cfg().agent,
+    messages = {},
+    by_id = {},
+    blocks = {},
+    agent_state = {}, -- agent -> last ochat/agentState params
+    stats = { flushes = 0, total_ms = 0, max_ms = 0, last_ms = 0 },
+    dirty = {},
+  }, Chat)
+  M.states[root] = s
+  require('ochat.diff').register()
+  s.conn = rpc.get(root, cfg())
+  s.conn:on('ochat/event', function(p)
+    s:on_event(p)
+  end)
+  s.conn:on('ochat/agentState', function(p)
+    if p.conversationId == s.conversation_id or not s.conversation_id then
+      s.agent_state[p.agent or ''] = p
+      if p.title and p.title ~= vim.NIL then
+        s.title = p.title
+        s:update_title()
+      end
+    end
+  end)
+  s.conn:on('ochat/resync', function(p)
+    -- We fell behind and were dropped from the live events: take a fresh snapshot.
+    if s.conversation_id and p.conversationId == s.conversation_id then
+      s:subscribe(s.conversation_id)
+    end
+  end)
+  s.conn:on('ochat/ready', function(p)
+    if p.reconnect and s.conversation_id then
+      s:subscribe(s.conversation_id)
+    end
+  end)
+  require('ochat.permission').attach(s)
+  return s
+end
+
+--- Stops every chat (tests).
+function M.reset()
+  for _, s in pairs(M.states) do
+    s:hide()
+    for _, b in ipairs({ s.buf, s.prompt_buf }) do
+      if b and api.nvim_buf_is_valid(b) then
+        api.nvim_buf_delete(b, { force = true })
+      end
+    end
+  end
+  M.states = {}
+  rpc.stop_all()
+end
+
+-- Buffers ----------------------------------------------------------------------------------------------------------
+
+local function set_lines(buf, s, e, lines)
+  api.nvim_buf_set_option(buf, 'modifiable', true)
+  api.nvim_buf_set_lines(buf, s, e, false, lines)
+  api.nvim_buf_set_option(buf, 'modifiable', false)
+end
+
+function Chat:ensure_buffers()
+  if not (self.buf and api.nvim_buf_is_valid(self.buf)) then
+    local buf = api.nvim_create_buf(false, true)
+    self.buf = buf
+    pcall(api.nvim_buf_set_name, buf, 'ochat://' .. self.root .. '/chat-' .. buf)
+    api.nvim_buf_set_option(buf, 'bufhidden', 'hide')
+    api.nvim_buf_set_option(buf, 'swapfile', false)
+    api.nvim_buf_set_option(buf, 'filetype', 'markdown')
+    api.nvim_buf_set_var(buf, 'ochat_root', self.root)
+    self:full_render()
+    self:map_chat_keys(buf)
+  end
+  if not (self.prompt_buf and api.nvim_buf_is_valid(self.prompt_buf)) then
+    local pb = api.nvim_create_buf(false, true)
+    self.prompt_buf = pb
+    pcall(api.nvim_buf_set_name, pb, 'ochat://' .. self.root .. '/prompt-' .. pb)
+    api.nvim_buf_set_option(pb, 'buftype', 'prompt')
+    api.nvim_buf_set_option(pb, 'bufhidden', 'hide')
+    api.nvim_buf_set_option(pb, 'swapfile', false)
+    api.nvim_buf_set_var(pb, 'ochat_root', self.root)
+    api.nvim_buf_set_option(pb, 'omnifunc', "v:lua.require'ochat.chat'.omnifunc")
+    vim.fn.prompt_setprompt(pb, cfg().ui.prompt)
+    vim.fn.prompt_setcallback(pb, function(text)
+      if text and text:match('%S') then
+        self:send(text)
+      end
+    end)
+    vim.fn.prompt_setinterrupt(pb, function()
+      self:cancel()
+    end)
+    self:map_prompt_keys(pb)
+  end
+end
+
+function Chat:map_chat_keys(buf)
+  local k = cfg().keymaps
+  local function map(lhs, fn, desc)
+    if lhs then
+      vim.keymap.set('n', lhs, fn, { buffer = buf, nowait = true, silent = true, desc = desc })
+    end
+  end
+  map(k.toggle_activity, function()
+    self:toggle_activity_at_cursor()
+  end, 'ochat: expand/collapse activity')
+  map(k.diff, function()
+    self:file_action_at_cursor('open')
+  end, 'ochat: diff of the file change under the cursor (or of the turn)')
+  map(k.apply, function()
+    self:file_action_at_cursor('apply')
+  end, 'ochat: apply the file change under the cursor')
+  map(k.revert, function()
+    self:file_action_at_cursor('revert')
+  end, 'ochat: revert the file change under the cursor')
+  map(k.close, function()
+    self:hide()
+  end, 'ochat: hide the chat')
+  map(k.cancel, function()
+    self:cancel()
+  end, 'ochat: cancel the turn')
+  map(k.focus_prompt, function()
+    self:focus_prompt()
+  end, 'ochat: go to the prompt')
+end
+
+function Chat:map_prompt_keys(buf)
+  local k = cfg().keymaps
+  if k.close then
+    vim.keymap.set('n', k.close, function()
+      self:hide()
+    end, { buffer = buf, nowait = true, silent = true })
+  end
+  if k.cancel then
+    vim.keymap.set({ 'n', 'i' }, k.cancel, function()
+      self:cancel()
+    end, { buffer = buf, silent = true })
+  end
+  -- `@` followed by a file name: complete workspace files.
+  vim.keymap.set('i', '@', function()
+    vim.schedule(function()
+      if api.nvim_get_current_buf() == buf and vim.fn.pumvisible() == 0 then
+        api.nvim_feedkeys(api.nvim_replace_termcodes('<C-x><C-o>', true, false, true), 'n', false)
+      end
+    end)
+    return '@'
+  end, { buffer = buf, expr = true })
+end
+
+--- omnifunc for the prompt: `@partial` completes files relative to the workspace root.
+function M.omnifunc(findstart, base)
+  local root = vim.b.ochat_root or vim.fn.getcwd()
+  if findstart == 1 then
+    local line = api.nvim_get_current_line():sub(1, api.nvim_win_get_cursor(0)[2])
+    local at = line:find('@[^%s@]*$')
+    return at and at or -3
+  end
+  local out = {}
+  local pat = root .. '/' .. base .. '*'
+  for _, f in ipairs(vim.fn.glob(pat, false, true)) do
+    local rel = util.relpath(f, root)
+    if vim.fn.isdirectory(f) == 1 then
+      rel = rel .. '/'
+    end
+    table.insert(out, { word = rel, menu = '[file]' })
+    if #out >= 200 then
+      break
+    end
+  end
+  return out
+end
+
+-- Rendering -------------------------------------------------------------------------------------------------------
+
+local TOP = 2 -- title line + blank
+
+function Chat:title_line()
+  return '# ' .. ((self.title and self.title ~= '') and self.title or 'ochat') .. (self.agent and ('  ·  ' .. self.agent) or '')
+end
+
+function Chat:update_title()
+  if self.buf and api.nvim_buf_is_valid(self.buf) then
+    set_lines(self.buf, 0, 1, { self:title_line() })
+  end
+  if self.win and api.nvim_win_is_valid(self.win) and util.has_float_title and cfg().ui.layout == 'float' then
+    pcall(api.nvim_win_set_config, self.win, { title = ' ' .. (self.title or 'ochat') .. ' ', title_pos = 'center' })
+  end
+end
+
+local function block_len(b)
+  return 1 + b.alen + b.blen + 1
+end
+
+function Chat:block_lines(m)
+  local act, items = render.activity(m, cfg().ui, self.root)
+  local body = render.body_lines(m)
+  local lines = { render.header(m) }
+  vim.list_extend(lines, act)
+  vim.list_extend(lines, body)
+  table.insert(lines, '')
+  return lines, { alen = #act, blen = #body, items = items }
+end
+
+--- Re-renders the whole buffer from the model (snapshots, history).
+function Chat:full_render()
+  if not (self.buf and api.nvim_buf_is_valid(self.buf)) then
+    return
+  end
+  local lines = { self:title_line(), '' }
+  self.blocks = {}
+  for _, m in ipairs(self.messages) do
+    local bl, info = self:block_lines(m)
+    info.msg = m
+    info.start = #lines
+    table.insert(self.blocks, info)
+    m.block = info
+    vim.list_extend(lines, bl)
+  end
+  self.dirty = {}
+  set_lines(self.buf, 0, -1, lines)
+  self:follow()
+end
+
+function Chat:add_message(m)
+  table.insert(self.messages, m)
+  if m.id then
+    self.by_id[m.id] = m
+  end
+  if not (self.buf and api.nvim_buf_is_valid(self.buf)) then
+    return
+  end
+  self:flush() -- earlier dirty blocks first, so starts are right
+  local last = self.blocks[#self.blocks]
+  local start = last and (last.start + block_len(last)) or TOP
+  local bl, info = self:block_lines(m)
+  info.msg = m
+  info.start = start
+  m.block = info
+  table.insert(self.blocks, info)
+  set_lines(self.buf, start, start, bl)
+  self:follow()
+end
+
+-- Marks a message dirty and schedules a coalesced flush.
+function Chat:mark(m, d)
+  if not d then
+    return
+  end
+  local cur = self.dirty[m]
+  if not cur then
+    cur = {}
+    self.dirty[m] = cur
+  end
+  cur.header = cur.header or d.header
+  cur.activity = cur.activity or d.activity
+  if d.body_from then
+    cur.body_from = cur.body_from and math.min(cur.body_from, d.body_from) or d.body_from
+  end
+  self:schedule_flush()
+end
+
+function Chat:schedule_flush()
+  if self.flush_scheduled then
+    return
+  end
+  self.flush_scheduled = true
+  local wait = cfg().ui.render_interval_ms - (util.now_ms() - (self.last_flush or 0))
+  local function run()
+    self.flush_scheduled = false
+    self:flush()
+  end
+  if wait > 1 then
+    vim.defer_fn(run, math.floor(wait))
+  else
+    vim.schedule(run)
+  end
+end
+
+--- Writes every pending change to the buffer: per dirty message, the changed tail of the body, the activity block
+--- and the header, bottom-up, then shifts the blocks below. One call is one "update batch".
+function Chat:flush()
+  if next(self.dirty) == nil or not (self.buf and api.nvim_buf_is_valid(self.buf)) then
+    self.dirty = {}
+    return
+  end
+  local t0 = util.now_ms()
+  local buf = self.buf
+  api.nvim_buf_set_option(buf, 'modifiable', true)
+  local shift = 0
+  for _, b in ipairs(self.blocks) do
+    b.start = b.start + shift
+    local d = self.dirty[b.msg]
+    if d then
+      local m = b.msg
+      local before = block_len(b)
+      if d.body_from then
+        local body = render.body_lines(m)
+        local from = math.max(1, math.min(d.body_from, b.blen + 1, #body + 1))
+        local s = b.start + 1 + b.alen
+        api.nvim_buf_set_lines(buf, s + from - 1, s + b.blen, false, vim.list_slice(body, from))
+        b.blen = #body
+      end
+      if d.activity then
+        local act, items = render.activity(m, cfg().ui, self.root)
+        api.nvim_buf_set_lines(buf, b.start + 1, b.start + 1 + b.alen, false, act)
+        b.alen = #act
+        b.items = items
+      end
+      if d.header then
+        api.nvim_buf_set_lines(buf, b.start, b.start + 1, false, { render.header(m) })
+      end
+      shift = shift + block_len(b) - before
+    end
+  end
+  api.nvim_buf_set_option(buf, 'modifiable', false)
+  self.dirty = {}
+  self:follow()
+  local dt = util.now_ms() - t0
+  self.last_flush = util.now_ms()
+  local st = self.stats
+  st.flushes = st.flushes + 1
+  st.total_ms = st.total_ms + dt
+  st.last_ms = dt
+  if dt > st.max_ms then
+    st.max_ms = dt
+  end
+end
+
+-- Keeps the cursor on the last line while the user has not moved away from it.
+function Chat:follow()
+  local win = self.win
+  if not (win and api.nvim_win_is_valid(win)) or api.nvim_win_get_buf(win) ~= self.buf then
+    return
+  end
+  local n = api.nvim_buf_line_count(self.buf)
+  local cur = api.nvim_win_get_cursor(win)[1]
+  if self.force_follow or cur >= (self.last_line_count or n) then
+    api.nvim_win_set_cursor(win, { n, 0 })
+  end
+  self.force_follow = false
+  self.last_line_count = n
+end
+
+-- Message/turn lookup by cursor.
+function Chat:block_at(lnum0)
+  for _, b in ipairs(self.blocks) do
+    if lnum0 >= b.start and lnum0 < b.start + block_len(b) then
+      return b
+    end
+  end
+end
+
+function Chat:toggle_activity_at_cursor()
+  local l = api.nvim_win_get_cursor(0)[1] - 1
+  local b = self:block_at(l)
+  if not b or b.alen == 0 then
+    return
+  end
+  b.msg.expanded = not b.msg.expanded
+  self:mark(b.msg, { activity = true })
+  self:flush()
+  pcall(api.nvim_win_set_cursor, 0, { b.start + 2, 0 })
+end
+
+function Chat:file_action_at_cursor(action)
+  local l = api.nvim_win_get_cursor(0)[1] - 1
+  local b = self:block_at(l)
+  local diff = require('ochat.diff')
+  if b then
+    local item = b.items and b.items[l - b.start]
+    if item and item.kind == 'file' then
+      if action == 'open' then
+        return diff.open(self, b.msg, item.seg)
+      end
+      return diff.change(self, b.msg, item.seg, action)
+    end
+    if action == 'open' and #render.file_changes(b.msg) > 0 then
+      return diff.review(self, b.msg)
+    end
+  end
+  util.notify('no file change under the cursor', vim.log.levels.WARN)
+end
+
+-- Windows ---------------------------------------------------------------------------------------------------------
+
+function Chat:is_open()
+  return self.win ~= nil and api.nvim_win_is_valid(self.win)
+end
+
+local function float_geometry(ui)
+  local cols, lines = vim.o.columns, vim.o.lines - vim.o.cmdheight - 1
+  local w = ui.width <= 1 and math.floor(cols * ui.width) or ui.width
+  local h = ui.height <= 1 and math.floor(lines * ui.height) or ui.height
+  w = math.max(20, math.min(w, cols - 4))
+  h = math.max(6, math.min(h, lines - 2))
+  local ph = ui.prompt_height
+  local row = math.floor((lines - h) / 2)
+  local col = math.floor((cols - w) / 2)
+  return { w = w, chat_h = h - ph - 2, prompt_h = ph, row = row, col = col }
+end
+
+--- Opens (or focuses) the chat window. `opts.focus`: 'prompt' (default) | 'chat' | false.
+function Chat:open(opts)
+  opts = opts or {}
+  self:ensure_buffers()
+  local ui = cfg().ui
+  if not self:is_open() then
+    if ui.layout == 'split' then
+      local cmd = ui.split == 'horizontal' and 'botright split' or 'botright vsplit'
+      vim.cmd(cmd)
+      self.win = api.nvim_get_current_win()
+      api.nvim_win_set_buf(self.win, self.buf)
+      if ui.split == 'horizontal' then
+        api.nvim_win_set_height(self.win, ui.split_size)
+      else
+        api.nvim_win_set_width(self.win, ui.split_size)
+      end
+      vim.cmd('belowright ' .. ui.prompt_height .. 'split')
+      self.prompt_win = api.nvim_get_current_win()
+      api.nvim_win_set_buf(self.prompt_win, self.prompt_buf)
+    else
+      local g = float_geometry(ui)
+      local conf = {
+        relative = 'editor',
+        row = g.row,
+        col = g.col,
+        width = g.w,
+        height = g.chat_h,
+        style = 'minimal',
+        border = ui.border,
+        zindex = 45,
+      }
+      if util.has_float_title then
+        conf.title = ' ' .. (self.title or 'ochat') .. ' '
+        conf.title_pos = 'center'
+      end
+      self.win = api.nvim_open_win(self.buf, false, conf)
+      self.prompt_win = api.nvim_open_win(self.prompt_buf, false, {
+        relative = 'editor',
+        row = g.row + g.chat_h + 2,
+        col = g.col,
+        width = g.w,
+        height = g.prompt_h,
+        style = 'minimal',
+        border = ui.border,
+        zindex = 45,
+      })
+    end
+    for _, w in ipairs({ self.win, self.prompt_win }) do
+      api.nvim_win_set_option(w, 'wrap', true)
+      api.nvim_win_set_option(w, 'linebreak', true)
+      api.nvim_win_set_option(w, 'winfixwidth', true)
+    end
+    api.nvim_win_set_option(self.win, 'conceallevel', 2)
+    self:watch_windows()
+    self.force_follow = true
+    self:follow()
+  end
+  if opts.focus == 'chat' then
+    api.nvim_set_current_win(self.win)
+  elseif opts.focus ~= false then
+    api.nvim_set_current_win(self.prompt_win)
+    if opts.insert ~= false then
+      vim.cmd('startinsert!')
+    end
+  end
+end
+
+-- Closing either window of the pair hides both; other windows coming and going leave the chat alone.
+function Chat:watch_windows()
+  local group = api.nvim_create_augroup('ochat_chat_' .. self.buf, { clear = true })
+  api.nvim_create_autocmd('WinClosed', {
+    group = group,
+    callback = function(ev)
+      local w = tonumber(ev.match)
+      if w == self.win or w == self.prompt_win then
+        vim.schedule(function()
+          self:hide()
+        end)
+      end
+    end,
+  })
+  api.nvim_create_autocmd('VimResized', {
+    group = group,
+    callback = function()
+      if self:is_open() and cfg().ui.layout == 'float' then
+        local g = float_geometry(cfg().ui)
+        pcall(api.nvim_win_set_config, self.win, { relative = 'editor', row = g.row, col = g.col, width = g.w, height = g.chat_h })
+        pcall(api.nvim_win_set_config, self.prompt_win, { relative = 'editor', row = g.row + g.chat_h + 2, col = g.col, width = g.w, height = g.prompt_h })
+      end
+    end,
+  })
+end
+
+function Chat:hide()
+  if self.buf then
+    pcall(api.nvim_del_augroup_by_name, 'ochat_chat_' .. self.buf)
+  end
+  for _, w in ipairs({ self.prompt_win, self.win }) do
+    if w and api.nvim_win_is_valid(w) then
+      if #api.nvim_list_wins() > 1 then
+        pcall(api.nvim_win_close, w, true)
+      end
+    end
+  end
+  self.win, self.prompt_win = nil, nil
+end
+
+function Chat:toggle()
+  if self:is_open() then
+    self:hide()
+  else
+    self:open()
+  end
+end
+
+function Chat:focus_prompt()
+  if self.prompt_win and api.nvim_win_is_valid(self.prompt_win) then
+    api.nvim_set_current_win(self.prompt_win)
+    vim.cmd('startinsert!')
+  end
+end
+
+-- Conversation ----------------------------------------------------------------------------------------------------
+
+--- Replaces the model with a stored snapshot (ochat/subscribe or ochat/conversations/get result).
+function Chat:load_snapshot(res)
+  local conv = res.conversation or {}
+  self.conversation_id = conv.id or self.conversation_id
+  self.title = util.nn(conv.title)
+  self.messages, self.by_id = {}, {}
+  for _, msg in ipairs(res.messages or {}) do
+    if not msg.hidden then
+      local m = render.new_message(msg)
+      table.insert(self.messages, m)
+      self.by_id[m.id] = m
+    end
+  end
+  local running = util.nn(res.running)
+  if running then
+    local mid = running.assistantMessageId or running.turnId
+    local m = self.by_id[mid]
+    if not m then
+      m = render.new_message({ id = mid, role = 'assistant', agent = running.agent, status = 'streaming' })
+      table.insert(self.messages, m)
+      self.by_id[mid] = m
+    else
+      -- The stored placeholder may already hold part of the turn; replay it from the start.
+      local fresh = render.new_message({ id = mid, role = 'assistant', agent = running.agent, status = 'streaming' })
+      for k, v in pairs(fresh) do
+        m[k] = v
+      end
+    end
+    m.status = 'streaming'
+    for _, ev in ipairs(running.events or {}) do
+      render.apply_event(m, ev)
+    end
+  end
+  self:full_render()
+  for _, p in ipairs(util.nn(res.permissions) or {}) do
+    require('ochat.permission').show(self, p)
+  end
+end
+
+--- Subscribes to a conversation and shows it; `cb(err)` when done.
+function Chat:subscribe(id, cb)
+  local prev = self.conversation_id
+  if prev and prev ~= id then
+    self.conn:request('ochat/unsubscribe', { conversationId = prev })
+  end
+  self.conversation_id = id
+  self.conn:request('ochat/subscribe', { conversationId = id }, function(err, res)
+    if err then
+      util.notify('open conversation: ' .. util.err_text(err), vim.log.levels.ERROR)
+    else
+      self:load_snapshot(res)
+    end
+    if cb then
+      cb(err)
+    end
+  end)
+end
+
+--- Starts a new, empty conversation (the next prompt creates it).
+function Chat:new_conversation()
+  if self.conversation_id then
+    self.conn:request('ochat/unsubscribe', { conversationId = self.conversation_id })
+  end
+  self.conversation_id, self.title = nil, nil
+  self.messages, self.by_id = {}, {}
+  self:full_render()
+end
+
+function Chat:on_event(p)
+  if not self.conversation_id or p.conversationId ~= self.conversation_id then
+    return
+  end
+  local ev = p.event or {}
+  local mid = p.messageId or p.turnId
+  local m = self.by_id[mid]
+  if not m then
+    m = render.new_message({ id = mid, role = 'assistant', agent = p.agent, status = 'streaming' })
+    self:add_message(m)
+  end
+  local d = render.apply_event(m, ev)
+  if d then
+    self:mark(m, d)
+    if ev.type == 'turn.completed' or ev.type == 'turn.failed' then
+      if self.running_id == mid then
+        self.running_id = nil
+      end
+      for _, fn in ipairs(self.turn_waiters or {}) do
+        pcall(fn, m)
+      end
+      self.turn_waiters = {}
+    end
+  end
+end
+
+--- Extracts `@path` attachments (existing workspace files) from a prompt.
+function Chat:attachments(text)
+  local out, seen = {}, {}
+  for path in text:gmatch('@([^%s@]+)') do
+    local p = path:gsub('[,.;:]$', '')
+    local abs = p:sub(1, 1) == '/' and p or (self.root .. '/' .. p)
+    if not seen[p] and vim.fn.filereadable(abs) == 1 then
+      seen[p] = true
+      table.insert(out, { kind = 'file', path = util.relpath(abs, self.root) })
+    end
+  end
+  return out
+end
+
+--- Formats a visual-range context block for the prompt: a fenced code block with the file and line range.
+function M.context_block(bufnr, l1, l2)
+  local name = api.nvim_buf_get_name(bufnr)
+  local root = M.root_for(bufnr)
+  local lines = api.nvim_buf_get_lines(bufnr, l1 - 1, l2, false)
+  local ft = api.nvim_buf_get_option(bufnr, 'filetype')
+  local rel = name ~= '' and util.relpath(name, root) or '[No Name]'
+  return string.format('```%s %s:%d-%d\n%s\n```', ft, rel, l1, l2, table.concat(lines, '\n')), rel
+end
+
+--- Sends a prompt. `opts.context`: text placed before the prompt (e.g. a visual selection block);
+--- `opts.attachments`: extra attachments. `cb(err, result)` receives the ochat/chat/send result.
+function Chat:send(text, opts, cb)
+  opts = opts or {}
+  if not opts.context and self.pending_context then
+    opts.context, self.pending_context = self.pending_context, nil
+  end
+  local full = opts.context and (opts.context .. '\n\n' .. text) or text
+  local attachments = self:attachments(text)
+  vim.list_extend(attachments, opts.attachments or {})
+  local um = render.new_message({ role = 'user', content = full, attachments = attachments })
+  self:add_message(um)
+  local params = { text = full, conversationId = self.conversation_id, agent = self.agent }
+  if #attachments > 0 then
+    params.attachments = attachments
+  end
+  self.conn:request('ochat/chat/send', params, function(err, res)
+    if err then
+      um.error = util.err_text(err)
+      util.notify('send: ' .. um.error, vim.log.levels.ERROR)
+      if cb then
+        cb(err)
+      end
+      return
+    end
+    if not self.conversation_id then
+      self.conversation_id = res.conversationId
+      self.title = self.title or text:sub(1, 60)
+      self:update_title()
+    end
+    um.id = res.userMessageId
+    if um.id then
+      self.by_id[um.id] = um
+    end
+    local aid = res.assistantMessageId or res.turnId
+    self.running_id = aid
+    if aid and not self.by_id[aid] then
+      self:add_message(render.new_message({ id = aid, role = 'assistant', agent = self.agent, status = 'streaming' }))
+    end
+    if cb then
+      cb(nil, res)
+    end
+  end)
+end
+
+--- Cancels the turn in flight.
+function Chat:cancel(cb)
+  if not self.conversation_id then
+    return cb and cb(nil, { cancelled = false })
+  end
+  self.conn:request('ochat/chat/cancel', { conversationId = self.conversation_id }, function(err, res)
+    if err then
+      util.notify('cancel: ' .. util.err_text(err), vim.log.levels.ERROR)
+    end
+    if cb then
+      cb(err, res)
+    end
+  end)
+end
+
+--- Calls fn(message) when the current turn ends (tests and scripts).
+function Chat:on_turn_end(fn)
+  self.turn_waiters = self.turn_waiters or {}
+  table.insert(self.turn_waiters, fn)
+end
+
+--- The latest assistant message that has file changes, or nil.
+function Chat:last_changes()
+  for i = #self.messages, 1, -1 do
+    local m = self.messages[i]
+    if m.role == 'assistant' and #render.file_changes(m) > 0 then
+      return m
+    end
+  end
+end
+
+--- The buffer text (tests).
+function Chat:text()
+  self:flush()
+  return table.concat(api.nvim_buf_get_lines(self.buf, 0, -1, false), '\n')
+end
+
+return M

@@ -1,0 +1,258 @@
+-- ochat.diff: file changes in the editor.
+--
+-- Owns: side-by-side `diffthis` review of any fileChange segment (oldText | newText) and of every file of a turn
+-- (one tab per file, so no file of a multi-file change is hidden); apply and revert through the daemon
+-- (ochat/fileChange/apply|revert, which sends workspace/applyEdit back to us) and, when the daemon lacks those
+-- methods, by building the WorkspaceEdit here; the workspace/applyEdit handler itself, which applies with
+-- vim.lsp.util.apply_workspace_edit (offset encoding utf-16, JSON nulls stripped first) so open buffers change and
+-- undo works, then writes the touched buffers.
+-- Never: edits files behind Neovim's back (every change goes through a buffer) or touches files outside a fileChange.
+local util = require('ochat.util')
+
+local M = {}
+local api = vim.api
+
+local function cfg()
+  return require('ochat').config
+end
+
+local function filetype_of(path, buf)
+  local ok, ft = pcall(vim.filetype.match, { filename = path, buf = buf })
+  if ok and type(ft) == 'string' then
+    return ft
+  end
+  ok, ft = pcall(vim.filetype.match, path, buf) -- 0.7 signature
+  if ok and type(ft) == 'string' then
+    return ft
+  end
+  return ''
+end
+
+local function text_lines(text)
+  if text == nil then
+    return {}
+  end
+  local ls = util.lines(text)
+  if ls[#ls] == '' then
+    table.remove(ls)
+  end
+  return ls
+end
+
+local function scratch(name, lines, path)
+  local buf = api.nvim_create_buf(false, true)
+  pcall(api.nvim_buf_set_name, buf, name)
+  api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+  api.nvim_buf_set_option(buf, 'modifiable', false)
+  api.nvim_buf_set_option(buf, 'bufhidden', 'wipe')
+  local ft = filetype_of(path, buf)
+  if ft ~= '' then
+    api.nvim_buf_set_option(buf, 'filetype', ft)
+  end
+  return buf
+end
+
+--- Opens a tab with before | after of one fileChange, in diff mode. Returns the tab page.
+function M.open(chat, m, seg)
+  local rel = util.relpath(seg.path or '?', chat.root)
+  vim.cmd('tabnew')
+  local tab = api.nvim_get_current_tabpage()
+  local empty = api.nvim_get_current_buf()
+  local left = scratch(string.format('ochat://before/%s/%s', m.id or '-', rel), text_lines(util.nn(seg.oldText)), rel)
+  local right = scratch(string.format('ochat://after/%s/%s', m.id or '-', rel), text_lines(util.nn(seg.newText)), rel)
+  api.nvim_win_set_buf(0, left)
+  vim.cmd('diffthis')
+  local lw = api.nvim_get_current_win()
+  vim.cmd('rightbelow vsplit')
+  api.nvim_win_set_buf(0, right)
+  vim.cmd('diffthis')
+  if api.nvim_buf_is_valid(empty) and empty ~= left and empty ~= right then
+    pcall(api.nvim_buf_delete, empty, { force = true })
+  end
+  local k = cfg().keymaps
+  for _, b in ipairs({ left, right }) do
+    local function map(lhs, fn)
+      if lhs then
+        vim.keymap.set('n', lhs, fn, { buffer = b, nowait = true, silent = true })
+      end
+    end
+    map(k.apply, function()
+      M.change(chat, m, seg, 'apply')
+    end)
+    map(k.revert, function()
+      M.change(chat, m, seg, 'revert')
+    end)
+    map(k.close, function()
+      pcall(vim.cmd, 'tabclose')
+    end)
+  end
+  api.nvim_tabpage_set_var(tab, 'ochat_diff', { path = seg.path, messageId = m.id })
+  api.nvim_set_current_win(lw)
+  return tab
+end
+
+--- Opens every fileChange of a turn, one tab each (first file focused). Returns the list of tab pages.
+function M.review(chat, m)
+  local tabs = {}
+  for _, seg in ipairs(require('ochat.render').file_changes(m)) do
+    table.insert(tabs, M.open(chat, m, seg))
+  end
+  if tabs[1] then
+    api.nvim_set_current_tabpage(tabs[1])
+  end
+  if #tabs > 1 then
+    util.notify(string.format('%d files changed: one tab each (gt / gT)', #tabs))
+  end
+  return tabs
+end
+
+-- Full-document replacement of `path` by `text` (nil: delete the file), as a WorkspaceEdit.
+function M.build_edit(path, text)
+  local uri = vim.uri_from_fname(path)
+  if text == nil then
+    return { documentChanges = { { kind = 'delete', uri = uri, options = { ignoreIfNotExists = true } } } }
+  end
+  local changes = {}
+  if vim.fn.filereadable(path) == 0 and vim.fn.bufloaded(path) == 0 then
+    table.insert(changes, { kind = 'create', uri = uri, options = { ignoreIfExists = true } })
+  end
+  local bufnr = vim.fn.bufadd(path)
+  vim.fn.bufload(bufnr)
+  local n = api.nvim_buf_line_count(bufnr)
+  local last = api.nvim_buf_get_lines(bufnr, n - 1, n, false)[1] or ''
+  local _, last16 = vim.str_utfindex(last)
+  local new = text:gsub('\r\n?', '\n')
+  if new:sub(-1) == '\n' then
+    new = new:sub(1, -2)
+  end
+  table.insert(changes, {
+    textDocument = { uri = uri }, -- no version: a null one crashes apply_workspace_edit
+    edits = { { range = { start = { line = 0, character = 0 }, ['end'] = { line = n - 1, character = last16 } }, newText = new } },
+  })
+  return { documentChanges = changes }, text:sub(-1) ~= '\n' and text ~= ''
+end
+
+local function touched_uris(edit)
+  local uris = {}
+  for uri in pairs(edit.changes or {}) do
+    uris[uri] = true
+  end
+  for _, c in ipairs(edit.documentChanges or {}) do
+    if c.textDocument and c.textDocument.uri then
+      uris[c.textDocument.uri] = true
+    elseif c.kind == 'create' then
+      uris[c.uri] = true
+    elseif c.kind == 'rename' then
+      uris[c.newUri] = true
+    end
+  end
+  return uris
+end
+
+--- Applies a WorkspaceEdit as the handler of workspace/applyEdit does: strips JSON nulls, applies with utf-16
+--- offsets and writes the touched buffers when `diff.write` is set. Returns an ApplyWorkspaceEditResult.
+function M.apply_workspace_edit(edit, noeol)
+  edit = util.strip_nil(edit) or {}
+  local ok, err = pcall(vim.lsp.util.apply_workspace_edit, edit, 'utf-16')
+  if not ok then
+    return { applied = false, failureReason = tostring(err) }
+  end
+  for uri in pairs(touched_uris(edit)) do
+    local b = vim.uri_to_bufnr(uri)
+    if api.nvim_buf_is_loaded(b) then
+      -- Close the undo step, so that one undo takes back exactly this edit.
+      api.nvim_buf_call(b, function()
+        vim.cmd('let &undolevels = &undolevels')
+      end)
+    end
+  end
+  if cfg().diff.write then
+    for uri in pairs(touched_uris(edit)) do
+      local b = vim.uri_to_bufnr(uri)
+      if api.nvim_buf_is_loaded(b) and vim.fn.getbufvar(b, '&modified') == 1 then
+        if noeol then
+          api.nvim_buf_set_option(b, 'fixendofline', false)
+          api.nvim_buf_set_option(b, 'endofline', false)
+        end
+        local wok, werr = pcall(api.nvim_buf_call, b, function()
+          vim.cmd('silent lockmarks write!')
+        end)
+        if not wok then
+          return { applied = false, failureReason = 'write ' .. vim.uri_to_fname(uri) .. ': ' .. tostring(werr) }
+        end
+      end
+    end
+  end
+  return { applied = true }
+end
+
+local function show_document(params)
+  local ok = pcall(function()
+    local fname = vim.uri_to_fname(params.uri)
+    if params.external then
+      error('external documents are not opened')
+    end
+    vim.cmd('edit ' .. vim.fn.fnameescape(fname))
+    local sel = util.nn(params.selection)
+    if sel and sel.start then
+      pcall(api.nvim_win_set_cursor, 0, { sel.start.line + 1, sel.start.character })
+    end
+  end)
+  return { success = ok }
+end
+
+--- Registers the workspace/applyEdit and window/showDocument handlers with ochat.rpc.
+function M.register()
+  local h = require('ochat.rpc').request_handlers
+  h['workspace/applyEdit'] = function(params)
+    return M.apply_workspace_edit(params.edit)
+  end
+  h['window/showDocument'] = show_document
+end
+
+--- Applies ('apply') or reverts ('revert') a fileChange. Uses the daemon's ochat/fileChange/<action> (which sends
+--- workspace/applyEdit back); if the daemon does not have it (-32601), builds the WorkspaceEdit from oldText/newText.
+--- `cb(err)` when done.
+function M.change(chat, m, seg, action, cb)
+  local function done(err)
+    if not err then
+      seg.status = action == 'apply' and 'applied' or 'reverted'
+      chat:mark(m, { activity = true })
+    else
+      util.notify(string.format('%s %s: %s', action, seg.path or '?', util.err_text(err)), vim.log.levels.ERROR)
+    end
+    if cb then
+      cb(err)
+    end
+  end
+  local params = { conversationId = chat.conversation_id, messageId = m.id, path = seg.path }
+  chat.conn:request('ochat/fileChange/' .. action, params, function(err, res)
+    if err and err.code == -32601 then
+      return done(M.change_locally(seg, action))
+    end
+    if not err and type(res) == 'table' and res.applied == false then
+      err = { code = -32603, message = util.nn(res.failureReason) or 'not applied' }
+    end
+    done(err)
+  end)
+end
+
+--- Client-side apply/revert from the fileChange's own oldText/newText. Returns an error object or nil.
+function M.change_locally(seg, action)
+  local text
+  if action == 'apply' then
+    text = util.nn(seg.newText)
+    if text == nil then
+      return { code = -32602, message = 'this change has no new text to apply' }
+    end
+  else
+    text = util.nn(seg.oldText) -- nil: the file did not exist before, so revert deletes it
+  end
+  local edit, noeol = M.build_edit(seg.path, text)
+  local res = M.apply_workspace_edit(edit, noeol)
+  if not res.applied then
+    return { code = -32603, message = res.failureReason }
+  end
+end
+
+return M

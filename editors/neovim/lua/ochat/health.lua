@@ -1,0 +1,89 @@
+-- :checkhealth ochat: the daemon binary and its version, the socket directory, the agents and what they need.
+local M = {}
+
+local h = vim.health or {}
+local start = h.start or h.report_start or require('health').report_start
+local ok = h.ok or h.report_ok or require('health').report_ok
+local warn = h.warn or h.report_warn or require('health').report_warn
+local err = h.error or h.report_error or require('health').report_error
+local info = h.info or h.report_info or require('health').report_info
+
+local function run(argv)
+  local out = vim.fn.system(argv)
+  return vim.v.shell_error, out
+end
+
+function M.check()
+  local o = require('ochat')
+  local cfg = o.config
+  start('ochat: Neovim')
+  if vim.fn.has('nvim-0.7') == 1 then
+    ok('Neovim ' .. tostring(vim.version().major) .. '.' .. tostring(vim.version().minor) .. '.' .. tostring(vim.version().patch))
+  else
+    err('Neovim 0.7 or newer is required')
+  end
+  if not o.did_setup then
+    info('require("ochat").setup{} has not been called; the defaults are used')
+  end
+
+  start('ochat: daemon')
+  local cmd = type(cfg.cmd) == 'string' and { cfg.cmd } or vim.deepcopy(cfg.cmd)
+  local exe = vim.fn.exepath(cmd[1])
+  if exe == '' then
+    err(cmd[1] .. ' not found', { 'install it: go install github.com/ochat-dev/ochat/cmd/ochatd@latest', 'or set cmd in setup{}' })
+    return
+  end
+  ok('ochatd: ' .. exe)
+  local code, out = run(vim.list_extend(vim.deepcopy(cmd), { '--version' }))
+  if code == 0 then
+    ok('version: ' .. vim.trim(out))
+  else
+    warn('`ochatd --version` failed: ' .. vim.trim(out))
+  end
+
+  local root = require('ochat.chat').root_for(0)
+  info('workspace: ' .. root)
+  local rt = os.getenv('XDG_RUNTIME_DIR')
+  local dir = rt and rt ~= '' and (rt .. '/ochat') or ((os.getenv('TMPDIR') or '/tmp') .. '/ochat-' .. vim.fn.systemlist('id -u')[1])
+  if vim.fn.isdirectory(dir) == 1 then
+    ok('socket directory: ' .. dir)
+    local socks = vim.fn.glob(dir .. '/*', false, true)
+    info(#socks .. ' daemon socket(s) there')
+  else
+    info('socket directory ' .. dir .. ' does not exist yet (created when the first daemon starts)')
+  end
+  local conn = require('ochat.rpc').connections[require('ochat.util').normpath(root)]
+  if conn then
+    info('connection: ' .. conn.state .. (conn.last_error and (' (last error: ' .. conn.last_error .. ')') or ''))
+  end
+
+  start('ochat: agents')
+  code, out = run(vim.list_extend(vim.deepcopy(cmd), { 'agents', '--json', '--workspace', root }))
+  if code ~= 0 then
+    warn('`ochatd agents --json` failed: ' .. vim.trim(out))
+    return
+  end
+  local pok, data = pcall(vim.json.decode, out)
+  if not pok then
+    warn('`ochatd agents --json` printed no JSON: ' .. out:sub(1, 200))
+    return
+  end
+  local list = type(data) == 'table' and (data.agents or data) or {}
+  if #list == 0 then
+    warn('no agents configured', { 'add one under agent_servers in ~/.config/ochat/settings.json' })
+  end
+  for _, a in ipairs(list) do
+    local avail = a.available
+    if avail == true then
+      ok(string.format('%s: %s', a.name, a.command or ''))
+    else
+      local advice = {}
+      if a.install and a.install ~= vim.NIL then
+        table.insert(advice, a.install)
+      end
+      warn(string.format('%s: unavailable (%s)', a.name, a.reason ~= vim.NIL and a.reason or '?'), advice)
+    end
+  end
+end
+
+return M

@@ -1,0 +1,206 @@
+-- ochat: chat with any coding agent from Neovim through the ochatd workspace daemon.
+--
+-- Owns: the defaults table, setup() (merges user options over it, registers nothing else surprising) and the
+-- functions behind the user commands. Requiring any ochat module has no side effects; nothing starts before a
+-- command or an API call.
+-- Never: talks JSON-RPC itself (ochat.rpc), renders (ochat.chat), or parses agent or native-store formats.
+local M = {}
+
+M.version = '0.1.0'
+
+--- The defaults. Every key can be overridden through setup{}.
+M.defaults = {
+  -- ochatd executable and leading arguments; `connect --workspace ROOT` is appended.
+  cmd = { 'ochatd' },
+  -- Extra environment for `ochatd connect` (merged over Neovim's environment), or nil.
+  env = nil,
+  -- function(bufnr) -> workspace root or nil (then: nearest .git upward, else the cwd).
+  root = nil,
+  -- Agent for new messages (nil: the daemon's default).
+  agent = nil,
+  -- Reconnect after the daemon or forwarder exits: delay doubles from initial_ms up to max_ms.
+  reconnect = { initial_ms = 200, max_ms = 5000, max_attempts = 8 },
+  ui = {
+    layout = 'float', -- 'float' | 'split'
+    width = 0.8, -- float: fraction of the editor (<= 1) or columns
+    height = 0.8, -- float: fraction of the editor (<= 1) or lines
+    border = 'rounded',
+    split = 'vertical', -- split layout: 'vertical' | 'horizontal'
+    split_size = 80, -- split layout: columns (vertical) or lines (horizontal)
+    prompt_height = 3,
+    prompt = '> ',
+    render_interval_ms = 16, -- minimum time between two redraws while streaming
+    max_input_chars = 2000, -- expanded activity: tool input shown up to this many bytes
+    max_output_lines = 40, -- expanded activity: tool output/reasoning shown up to this many lines
+  },
+  permission = {
+    use_select = true, -- also open vim.ui.select for every request (the float's number keys always work)
+  },
+  diff = {
+    write = true, -- write buffers after applying or reverting a file change
+  },
+  -- Buffer-local keys in the chat and diff windows (false disables one).
+  keymaps = {
+    toggle_activity = '<CR>',
+    diff = 'gd',
+    apply = 'ga',
+    revert = 'gr',
+    cancel = '<C-c>',
+    close = 'q',
+    focus_prompt = 'i',
+  },
+  debug = false,
+}
+
+M.config = vim.deepcopy(M.defaults)
+
+--- Merges `opts` over the defaults. Safe to call again.
+function M.setup(opts)
+  vim.validate({ opts = { opts, 't', true } })
+  M.config = vim.tbl_deep_extend('force', vim.deepcopy(M.defaults), opts or {})
+  local ui = M.config.ui
+  vim.validate({
+    cmd = { M.config.cmd, { 't', 's' } },
+    layout = {
+      ui.layout,
+      function(v)
+        return v == 'float' or v == 'split'
+      end,
+      "'float' or 'split'",
+    },
+  })
+  M.did_setup = true
+  return M
+end
+
+local function chat()
+  return require('ochat.chat').get()
+end
+
+-- Without a prompt, a range waits in the chat state and goes with the next prompt.
+local function put_context(c, context)
+  c.pending_context = context
+  require('ochat.util').notify('selection attached to the next prompt')
+end
+
+--- :OChat [prompt]: opens or focuses the chat; sends the prompt if given. With a range, the selected lines are
+--- attached as context (a fenced block naming the file and lines).
+function M.open(prompt, range)
+  local c = chat()
+  local context
+  if range and range.count and range.count > 0 then
+    context = require('ochat.chat').context_block(range.buf or 0, range.line1, range.line2)
+  end
+  c:open({ insert = not (prompt and prompt ~= '') })
+  if prompt and prompt ~= '' then
+    c:send(prompt, { context = context })
+  elseif context then
+    put_context(c, context)
+  end
+  return c
+end
+
+function M.toggle()
+  chat():toggle()
+end
+
+function M.cancel()
+  chat():cancel()
+end
+
+function M.new()
+  local c = chat()
+  c:new_conversation()
+  c:open()
+end
+
+function M.agent(name)
+  require('ochat.agents').pick(chat(), name)
+end
+
+function M.history()
+  require('ochat.history').pick(chat())
+end
+
+--- :OChatDiff [path]: reviews the file changes of the latest turn that has any (one tab per file), or one file.
+function M.diff(path)
+  local c = chat()
+  local m = c:last_changes()
+  if not m then
+    return require('ochat.util').notify('no file changes in this conversation yet')
+  end
+  if path and path ~= '' then
+    for _, seg in ipairs(require('ochat.render').file_changes(m)) do
+      if seg.path == path or require('ochat.util').relpath(seg.path, c.root) == path then
+        return require('ochat.diff').open(c, m, seg)
+      end
+    end
+    return require('ochat.util').notify('no change to ' .. path, vim.log.levels.WARN)
+  end
+  require('ochat.diff').review(c, m)
+end
+
+-- Completion ------------------------------------------------------------------------------------------------------
+
+--- :OChat completion: `@file` and the agent's slash commands.
+function M.complete_prompt(arglead)
+  local root = require('ochat.chat').root_for(0)
+  if arglead:sub(1, 1) == '@' then
+    local out = {}
+    for _, f in ipairs(vim.fn.glob(root .. '/' .. arglead:sub(2) .. '*', false, true)) do
+      table.insert(out, '@' .. require('ochat.util').relpath(f, root) .. (vim.fn.isdirectory(f) == 1 and '/' or ''))
+    end
+    return out
+  end
+  if arglead:sub(1, 1) == '/' then
+    local s = require('ochat.chat').states[root]
+    local out = {}
+    local st = s and s.agent and s.agent_state[s.agent]
+    for _, cmd in ipairs(st and st.commands ~= vim.NIL and st.commands or {}) do
+      local name = '/' .. cmd.name
+      if name:sub(1, #arglead) == arglead then
+        table.insert(out, name)
+      end
+    end
+    return out
+  end
+  return {}
+end
+
+--- :OChatAgent completion: agent names from the last list (fetched in the background on first use).
+function M.complete_agent(arglead)
+  local ok, c = pcall(chat)
+  if not ok then
+    return {}
+  end
+  local agents = require('ochat.agents')
+  local list = agents.cache[c.root]
+  if not list then
+    agents.fetch(c)
+    return {}
+  end
+  local out = {}
+  for _, a in ipairs(list) do
+    if a.name:sub(1, #arglead) == arglead then
+      table.insert(out, a.name)
+    end
+  end
+  return out
+end
+
+--- :OChatDiff completion: paths of the latest turn's file changes.
+function M.complete_diff(arglead)
+  local root = require('ochat.chat').root_for(0)
+  local s = require('ochat.chat').states[root]
+  local m = s and s:last_changes()
+  local out = {}
+  for _, seg in ipairs(m and require('ochat.render').file_changes(m) or {}) do
+    local rel = require('ochat.util').relpath(seg.path, root)
+    if rel:sub(1, #arglead) == arglead then
+      table.insert(out, rel)
+    end
+  end
+  return out
+end
+
+return M

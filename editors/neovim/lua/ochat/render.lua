@@ -1,0 +1,330 @@
+-- ochat.render: the client-side model of a conversation and its Markdown rendering.
+--
+-- Owns: turning canonical messages (transcript/types.go Message/Segment) and live events (transcript.Event, applied
+-- as the daemon's transcript.Apply does: deltas append, activity upserts by tool id / file path, plan replaced) into
+-- an incrementally maintained list of body lines plus a header line and one activity line per assistant turn.
+-- Never: touches buffers or windows, talks to the daemon. Content text is kept as a list of lines, never as one
+-- growing string, so a long streamed answer costs O(delta) per event.
+local util = require('ochat.util')
+
+local M = {}
+
+local function count(v)
+  v = util.nn(v)
+  return type(v) == 'number' and v or 0
+end
+
+-- Appends `text` to the line list `lines` (last element is the open line). Returns the 1-based index of the first
+-- line that changed.
+local function append_text(lines, text)
+  local first = math.max(#lines, 1)
+  if #lines == 0 then
+    lines[1] = ''
+  end
+  local parts = util.lines(text)
+  lines[#lines] = lines[#lines] .. parts[1]
+  for i = 2, #parts do
+    lines[#lines + 1] = parts[i]
+  end
+  return first
+end
+M.append_text = append_text
+
+--- Creates the client model of a message from its canonical JSON shape (fields as in transcript.Message).
+function M.new_message(msg)
+  local m = {
+    id = msg.id,
+    role = msg.role,
+    agent = util.nn(msg.agent),
+    status = util.nn(msg.status),
+    stopReason = util.nn(msg.stopReason),
+    durationMs = util.nn(msg.durationMs),
+    error = util.nn(msg.error),
+    timestamp = util.nn(msg.timestamp),
+    attachments = util.nn(msg.attachments) or {},
+    segments = {},
+    body = {},
+    last_seq = 0,
+    expanded = false,
+  }
+  if m.role == 'user' then
+    append_text(m.body, util.nn(msg.content) or '')
+    return m
+  end
+  for _, seg in ipairs(util.nn(msg.segments) or {}) do
+    M.apply_segment(m, util.strip_nil(seg))
+  end
+  return m
+end
+
+-- Text segments keep their text in `chunks`; the displayed body is the content segments joined by a blank line.
+local function add_text(m, typ, text)
+  local last = m.segments[#m.segments]
+  local first
+  if not (last and last.type == typ) then
+    last = { type = typ, chunks = {} }
+    table.insert(m.segments, last)
+    if typ == 'content' and #m.body > 0 then
+      first = append_text(m.body, '\n\n')
+    end
+  end
+  table.insert(last.chunks, text)
+  if typ == 'content' then
+    local f = append_text(m.body, text)
+    first = first and math.min(first, f) or f
+    return first
+  end
+end
+
+--- Applies one stored segment (used for snapshots). Returns nothing.
+function M.apply_segment(m, seg)
+  if seg.type == 'content' or seg.type == 'reasoning' then
+    add_text(m, seg.type, seg.content or '')
+  elseif seg.type == 'tool' or seg.type == 'fileChange' then
+    M.upsert(m, seg)
+  elseif seg.type == 'plan' then
+    M.set_plan(m, seg.entries or {})
+  else
+    table.insert(m.segments, seg)
+  end
+end
+
+--- Upserts a tool segment (by id) or fileChange segment (by path); a present field overwrites, a missing one keeps.
+function M.upsert(m, seg)
+  local key = seg.type == 'tool' and 'id' or 'path'
+  for _, s in ipairs(m.segments) do
+    if s.type == seg.type and s[key] == seg[key] then
+      for k, v in pairs(seg) do
+        s[k] = v
+      end
+      return s
+    end
+  end
+  table.insert(m.segments, seg)
+  return seg
+end
+
+function M.set_plan(m, entries)
+  for _, s in ipairs(m.segments) do
+    if s.type == 'plan' then
+      s.entries = entries
+      return
+    end
+  end
+  table.insert(m.segments, { type = 'plan', entries = entries })
+end
+
+--- Applies a live event (transcript.Event JSON) to an assistant message.
+--- Returns a dirty table {header=bool, activity=bool, body_from=int|nil} or nil when the event was a duplicate.
+function M.apply_event(m, ev)
+  local seq = count(ev.seq)
+  if seq > 0 then
+    if seq <= m.last_seq then
+      return nil
+    end
+    m.last_seq = seq
+  end
+  local t = ev.type
+  if t == 'content.delta' then
+    return { body_from = add_text(m, 'content', util.nn(ev.delta) or '') }
+  elseif t == 'reasoning.delta' then
+    local had = M.has(m, 'reasoning')
+    add_text(m, 'reasoning', util.nn(ev.delta) or '')
+    return { activity = (not had) or m.expanded }
+  elseif t == 'activity.upsert' then
+    if type(ev.segment) == 'table' then
+      M.upsert(m, util.strip_nil(ev.segment))
+    end
+    return { activity = true }
+  elseif t == 'plan.updated' then
+    M.set_plan(m, util.strip_nil(ev.entries) or {})
+    return { activity = true }
+  elseif t == 'turn.completed' then
+    m.stopReason = util.nn(ev.stopReason)
+    m.status = m.stopReason == 'cancelled' and 'cancelled' or 'completed'
+    M.close_tools(m)
+    return { header = true, activity = true }
+  elseif t == 'turn.failed' then
+    m.status = 'failed'
+    m.error = util.nn(ev.message)
+    M.close_tools(m)
+    return { header = true, activity = true, body_from = #m.body + 1 }
+  end
+  return {}
+end
+
+-- At the end of a turn a tool still open is shown as finished with the turn (the daemon closes it in the store too).
+function M.close_tools(m)
+  for _, s in ipairs(m.segments) do
+    if s.type == 'tool' and (s.status == 'pending' or s.status == 'running') then
+      s.status = m.status == 'failed' and 'error' or 'completed'
+    end
+  end
+end
+
+function M.has(m, typ)
+  for _, s in ipairs(m.segments) do
+    if s.type == typ then
+      return true
+    end
+  end
+  return false
+end
+
+--- The file changes of a message, in order.
+function M.file_changes(m)
+  local out = {}
+  for _, s in ipairs(m.segments or {}) do
+    if s.type == 'fileChange' then
+      table.insert(out, s)
+    end
+  end
+  return out
+end
+
+--- Body lines as displayed (the failure message is appended for a failed turn).
+function M.body_lines(m)
+  if m.role == 'assistant' and m.status == 'failed' then
+    local out = vim.list_slice(m.body)
+    if #out > 0 then
+      table.insert(out, '')
+    end
+    table.insert(out, '**Failed:** ' .. (m.error or 'the agent stopped'))
+    return out
+  end
+  return m.body
+end
+
+function M.header(m)
+  if m.role == 'user' then
+    return '## You'
+  end
+  local h = '## ' .. (m.agent or 'assistant')
+  if m.status == 'streaming' or m.status == nil then
+    return h .. ' …'
+  end
+  local extra = { m.status }
+  if m.stopReason and m.stopReason ~= 'end_turn' and m.stopReason ~= 'cancelled' then
+    table.insert(extra, m.stopReason)
+  end
+  if m.durationMs and m.durationMs > 0 then
+    table.insert(extra, string.format('%.1fs', m.durationMs / 1000))
+  end
+  return h .. ' · ' .. table.concat(extra, ' · ')
+end
+
+local tool_mark = { pending = '○', running = '◐', completed = '●', error = '✗' }
+local plan_mark = { pending = '[ ]', in_progress = '[~]', completed = '[x]' }
+
+--- The compact summary of a turn's activity ("thought · 3 tools (1 running) · 2 files +10 -3 · plan 1/3"), or nil.
+function M.summary(m)
+  local parts = {}
+  local tools, by = 0, {}
+  local files, adds, dels = 0, 0, 0
+  local plan
+  for _, s in ipairs(m.segments) do
+    if s.type == 'tool' then
+      tools = tools + 1
+      by[s.status or 'pending'] = (by[s.status or 'pending'] or 0) + 1
+    elseif s.type == 'fileChange' then
+      files = files + 1
+      adds = adds + count(s.additions)
+      dels = dels + count(s.deletions)
+    elseif s.type == 'plan' then
+      plan = s.entries
+    end
+  end
+  if M.has(m, 'reasoning') then
+    table.insert(parts, 'thought')
+  end
+  if tools > 0 then
+    local st = {}
+    for _, k in ipairs({ 'pending', 'running', 'error' }) do
+      if by[k] then
+        table.insert(st, by[k] .. ' ' .. (k == 'error' and 'failed' or k))
+      end
+    end
+    table.insert(parts, tools .. (tools == 1 and ' tool' or ' tools') .. (#st > 0 and ' (' .. table.concat(st, ', ') .. ')' or ''))
+  end
+  if files > 0 then
+    table.insert(parts, string.format('%d %s +%d -%d', files, files == 1 and 'file' or 'files', adds, dels))
+  end
+  if plan and #plan > 0 then
+    local done = 0
+    for _, e in ipairs(plan) do
+      if e.status == 'completed' then
+        done = done + 1
+      end
+    end
+    table.insert(parts, string.format('plan %d/%d', done, #plan))
+  end
+  if #parts == 0 then
+    return nil
+  end
+  return table.concat(parts, ' · ')
+end
+
+local function push_block(lines, items, prefix, text, item, max_lines)
+  local ls = util.lines(text)
+  local n = #ls
+  if max_lines and n > max_lines then
+    ls = vim.list_slice(ls, 1, max_lines)
+    table.insert(ls, string.format('… %d more lines', n - max_lines))
+  end
+  for i, l in ipairs(ls) do
+    table.insert(lines, (i == 1 and prefix or string.rep(' ', vim.fn.strdisplaywidth(prefix))) .. l)
+    items[#lines] = item
+  end
+end
+
+--- The activity block: nil when the turn has no activity, else lines and items (line index -> segment) for
+--- keymaps. Collapsed it is one line; expanded it lists tools with input/output, plan entries, per-file
+--- `+adds -dels` and the reasoning.
+function M.activity(m, opts, root)
+  local sum = M.summary(m)
+  if not sum then
+    return {}, {}
+  end
+  local lines, items = { (m.expanded and '▾ ' or '▸ ') .. sum }, { { kind = 'activity' } }
+  if not m.expanded then
+    return lines, items
+  end
+  local maxc, maxl = opts.max_input_chars, opts.max_output_lines
+  for _, s in ipairs(m.segments) do
+    if s.type == 'tool' then
+      local item = { kind = 'tool', seg = s }
+      local name = s.name or s.id or 'tool'
+      push_block(lines, items, '  ' .. (tool_mark[s.status] or '○') .. ' ', name .. (s.providerKind and (' (' .. s.providerKind .. ')') or ''), item)
+      if s.input ~= nil then
+        push_block(lines, items, '    input: ', util.oneline(s.input, maxc), item)
+      end
+      if s.output and s.output ~= '' then
+        push_block(lines, items, '    output: ', s.output, item, maxl)
+      end
+      if s.error and s.error ~= '' then
+        push_block(lines, items, '    error: ', s.error, item, maxl)
+      end
+    elseif s.type == 'fileChange' then
+      local item = { kind = 'file', seg = s }
+      push_block(
+        lines,
+        items,
+        '  ± ',
+        string.format('%s +%d -%d%s', util.relpath(s.path or '?', root), count(s.additions), count(s.deletions), s.status and (' ' .. s.status) or ''),
+        item
+      )
+    elseif s.type == 'plan' then
+      local item = { kind = 'plan', seg = s }
+      push_block(lines, items, '  ', 'plan:', item)
+      for _, e in ipairs(s.entries or {}) do
+        push_block(lines, items, '    ' .. (plan_mark[e.status] or '[ ]') .. ' ', e.content or '', item)
+      end
+    elseif s.type == 'reasoning' then
+      local item = { kind = 'reasoning', seg = s }
+      push_block(lines, items, '  thought: ', table.concat(s.chunks or { s.content or '' }), item, maxl)
+    end
+  end
+  return lines, items
+end
+
+return M

@@ -1,0 +1,425 @@
+-- Unit tests: rendering, the chat buffer, permissions, diffs and history against a fake in-process connection.
+local H = dofile('tests/helpers.lua')
+local render = require('ochat.render')
+local api = vim.api
+
+after_each(H.reset)
+
+local function ev(conn, chat, mid, e)
+  conn:emit('ochat/event', { conversationId = chat.conversation_id, turnId = mid, messageId = mid, agent = 'test', event = e })
+end
+
+-- Sends "hi" through a fake daemon that answers ochat/chat/send with fixed ids.
+local function start_turn(chat, conn)
+  conn.handlers['ochat/chat/send'] = function()
+    return { conversationId = 'C1', userMessageId = 'U1', assistantMessageId = 'A1', turnId = 'A1' }
+  end
+  local done
+  chat:send('hi', nil, function()
+    done = true
+  end)
+  wait_for(function()
+    return done
+  end, 1000, 'send answer')
+end
+
+describe('render', function()
+  it('appends deltas line-wise and separates content segments', function()
+    local m = render.new_message({ id = 'A', role = 'assistant', status = 'streaming' })
+    eq(1, render.apply_event(m, { type = 'content.delta', seq = 1, delta = 'Hel' }).body_from)
+    eq(1, render.apply_event(m, { type = 'content.delta', seq = 2, delta = 'lo\nwor' }).body_from)
+    eq(nil, render.apply_event(m, { type = 'content.delta', seq = 2, delta = 'dup' }), 'duplicate seq ignored')
+    render.apply_event(m, { type = 'activity.upsert', seq = 3, segment = { type = 'tool', id = 't1', name = 'Read a', status = 'running' } })
+    render.apply_event(m, { type = 'content.delta', seq = 4, delta = 'next' })
+    eq({ 'Hello', 'wor', '', 'next' }, m.body)
+  end)
+
+  it('summarises activity and upserts by id and path', function()
+    local m = render.new_message({ id = 'A', role = 'assistant' })
+    render.apply_event(m, { type = 'reasoning.delta', delta = 'think' })
+    render.apply_event(m, { type = 'activity.upsert', segment = { type = 'tool', id = 't1', name = 'Write a', status = 'pending' } })
+    render.apply_event(m, { type = 'activity.upsert', segment = { type = 'tool', id = 't1', status = 'running' } })
+    render.apply_event(m, { type = 'activity.upsert', segment = { type = 'tool', id = 't2', name = 'Read b', status = 'completed' } })
+    render.apply_event(m, { type = 'activity.upsert', segment = { type = 'fileChange', path = '/r/a', additions = 3, deletions = 1 } })
+    render.apply_event(m, { type = 'activity.upsert', segment = { type = 'fileChange', path = '/r/b', additions = 2, deletions = 0 } })
+    render.apply_event(m, { type = 'plan.updated', entries = { { content = 'x', status = 'completed' }, { content = 'y', status = 'pending' } } })
+    eq('thought · 2 tools (1 running) · 2 files +5 -1 · plan 1/2', render.summary(m))
+    eq('Write a', m.segments[2].name, 'partial update keeps the name')
+  end)
+
+  it('renders a stored message like the live one', function()
+    local live = render.new_message({ id = 'A', role = 'assistant' })
+    for _, d in ipairs({ 'a\n', 'b' }) do
+      render.apply_event(live, { type = 'content.delta', delta = d })
+    end
+    render.apply_event(live, { type = 'activity.upsert', segment = { type = 'tool', id = 't', status = 'completed' } })
+    render.apply_event(live, { type = 'content.delta', delta = 'c' })
+    local stored = render.new_message({
+      id = 'A',
+      role = 'assistant',
+      segments = {
+        { type = 'content', content = 'a\nb' },
+        { type = 'tool', id = 't', status = 'completed' },
+        { type = 'content', content = 'c' },
+      },
+    })
+    eq(live.body, stored.body)
+  end)
+end)
+
+describe('chat buffer', function()
+  it('streams a turn into the float as markdown', function()
+    local chat, conn = H.fake_chat()
+    chat:open()
+    start_turn(chat, conn)
+    eq('markdown', api.nvim_buf_get_option(chat.buf, 'filetype'))
+    eq('editor', api.nvim_win_get_config(chat.win).relative)
+    ev(conn, chat, 'A1', { type = 'content.delta', seq = 1, delta = 'Hello ' })
+    ev(conn, chat, 'A1', { type = 'content.delta', seq = 2, delta = '**world**\n\n- one' })
+    ev(conn, chat, 'A1', { type = 'activity.upsert', seq = 3, segment = { type = 'tool', id = 't', name = 'Write a.txt', status = 'completed', providerKind = 'edit', input = { path = 'a.txt' } } })
+    ev(conn, chat, 'A1', { type = 'activity.upsert', seq = 4, segment = { type = 'fileChange', path = chat.root .. '/a.txt', additions = 3, deletions = 0 } })
+    ev(conn, chat, 'A1', { type = 'turn.completed', seq = 5, stopReason = 'end_turn' })
+    wait_for(function()
+      return chat:text():find('completed', 1, true) ~= nil
+    end, 1000, 'completion')
+    eq(
+      table.concat({
+        '# hi',
+        '',
+        '## You',
+        'hi',
+        '',
+        '## assistant · completed',
+        '▸ 1 tool · 1 file +3 -0',
+        'Hello **world**',
+        '',
+        '- one',
+        '',
+      }, '\n'),
+      chat:text()
+    )
+  end)
+
+  it('expands the activity line in place and collapses it again', function()
+    local chat, conn = H.fake_chat()
+    chat:open({ focus = 'chat' })
+    start_turn(chat, conn)
+    ev(conn, chat, 'A1', { type = 'content.delta', seq = 1, delta = 'body' })
+    ev(conn, chat, 'A1', { type = 'activity.upsert', seq = 2, segment = { type = 'tool', id = 't', name = 'Run ls', status = 'completed', input = { cmd = 'ls' }, output = 'a\nb' } })
+    ev(conn, chat, 'A1', { type = 'plan.updated', seq = 3, entries = { { content = 'step', status = 'in_progress' } } })
+    ev(conn, chat, 'A1', { type = 'activity.upsert', seq = 4, segment = { type = 'fileChange', path = chat.root .. '/x.go', additions = 2, deletions = 1 } })
+    chat:flush()
+    local lines = api.nvim_buf_get_lines(chat.buf, 0, -1, false)
+    local act
+    for i, l in ipairs(lines) do
+      if l:find('^▸') then
+        act = i
+      end
+    end
+    api.nvim_set_current_win(chat.win)
+    api.nvim_win_set_cursor(chat.win, { act, 0 })
+    chat:toggle_activity_at_cursor()
+    local text = chat:text()
+    for _, want in ipairs({ '▾ 1 tool · 1 file +2 -1 · plan 0/1', '● Run ls', 'input: {"cmd":"ls"}', 'output: a', '± x.go +2 -1', '[~] step' }) do
+      assert(text:find(want, 1, true), 'missing ' .. want .. ' in\n' .. text)
+    end
+    assert(text:find('body', 1, true), 'body kept')
+    chat:toggle_activity_at_cursor()
+    assert(not chat:text():find('Run ls', 1, true), 'collapsed again')
+    assert(chat:text():find('\nbody\n', 1, true), 'body after collapse')
+  end)
+
+  it('keeps later turns intact when an earlier one grows', function()
+    local chat, conn = H.fake_chat()
+    chat:open()
+    start_turn(chat, conn)
+    ev(conn, chat, 'A1', { type = 'content.delta', seq = 1, delta = 'first' })
+    ev(conn, chat, 'A2', { type = 'content.delta', seq = 1, delta = 'second' })
+    chat:flush()
+    ev(conn, chat, 'A1', { type = 'content.delta', seq = 2, delta = '\nmore\nlines' })
+    ev(conn, chat, 'A1', { type = 'activity.upsert', seq = 3, segment = { type = 'tool', id = 't', status = 'running' } })
+    chat:flush()
+    eq('# hi\n\n## You\nhi\n\n## assistant …\n▸ 1 tool (1 running)\nfirst\nmore\nlines\n\n## test …\nsecond\n', chat:text())
+  end)
+
+  it('survives :q of other windows and toggles', function()
+    local chat = H.fake_chat()
+    chat:open()
+    local win = chat.win
+    vim.cmd('wincmd p')
+    vim.cmd('split')
+    vim.cmd('q')
+    assert(api.nvim_win_is_valid(win), 'chat float closed with another window')
+    chat:toggle()
+    assert(not api.nvim_win_is_valid(win), 'toggle hides')
+    chat:toggle()
+    assert(chat:is_open(), 'toggle shows')
+    api.nvim_win_close(chat.prompt_win, true)
+    wait_for(function()
+      return not chat:is_open()
+    end, 500, 'closing the prompt hides the pair')
+  end)
+
+  it('opens as a split when configured', function()
+    local chat = H.fake_chat({ ui = { layout = 'split' } })
+    chat:open()
+    eq('', api.nvim_win_get_config(chat.win).relative)
+    eq(chat.buf, api.nvim_win_get_buf(chat.win))
+  end)
+
+  it('attaches @files and a visual range', function()
+    local chat, conn, root = H.fake_chat()
+    H.write(root .. '/main.go', 'package main\n')
+    start_turn(chat, conn)
+    local buf = api.nvim_create_buf(true, false)
+    api.nvim_buf_set_lines(buf, 0, -1, false, { 'a', 'b', 'c' })
+    local ctx = require('ochat.chat').context_block(buf, 2, 3)
+    chat:send('look at @main.go please', { context = ctx })
+    local sent = H.requests(conn, 'ochat/chat/send')[2]
+    eq({ { kind = 'file', path = 'main.go' } }, sent.attachments)
+    eq('C1', sent.conversationId)
+    assert(sent.text:find('``` [No Name]:2-3\nb\nc\n```', 1, true), sent.text)
+  end)
+end)
+
+describe('permission', function()
+  it('shows tool, input and every diff, and answers the picked option', function()
+    local chat, conn = H.fake_chat()
+    start_turn(chat, conn)
+    conn.handlers['ochat/permission/respond'] = function()
+      return {}
+    end
+    local seen
+    local orig = vim.ui.select
+    vim.ui.select = function(items, opts, cb)
+      seen = vim.tbl_map(opts.format_item, items)
+      cb(items[2])
+    end
+    conn:emit('ochat/permission', {
+      permissionId = 'P1',
+      conversationId = 'C1',
+      agent = 'test',
+      toolCall = { type = 'tool', id = 't', name = 'Write a.txt', providerKind = 'edit', input = { path = 'a.txt' } },
+      fileChanges = {
+        { type = 'fileChange', path = chat.root .. '/a.txt', additions = 1, deletions = 0, oldText = vim.NIL, newText = 'new\n' },
+        { type = 'fileChange', path = chat.root .. '/b.txt', additions = 1, deletions = 1, diff = '--- a/b.txt\n+++ b/b.txt\n@@ -1 +1 @@\n-x\n+y\n' },
+      },
+      options = {
+        { optionId = 'always', name = 'Always Allow', kind = 'allow_always' },
+        { optionId = 'once', name = 'Allow', kind = 'allow_once' },
+        { optionId = 'no', name = 'Reject', kind = 'reject_once' },
+      },
+    })
+    local st = require('ochat.permission').open.P1
+    local text = H.buf_text(st.buf)
+    for _, want in ipairs({ 'Write a.txt (edit)', '{"path":"a.txt"}', '**a.txt** +1 -0', '+new', '**b.txt** +1 -1', '-x', '+y', '3. Reject' }) do
+      assert(text:find(want, 1, true), 'missing ' .. want .. ' in\n' .. text)
+    end
+    wait_for(function()
+      return #H.requests(conn, 'ochat/permission/respond') == 1
+    end, 1000, 'respond')
+    vim.ui.select = orig
+    eq({ 'Always Allow [allow_always]', 'Allow [allow_once]', 'Reject [reject_once]' }, seen)
+    eq({ permissionId = 'P1', optionId = 'once' }, H.requests(conn, 'ochat/permission/respond')[1])
+    wait_for(function()
+      return require('ochat.permission').open.P1 == nil
+    end, 1000, 'closed after answering')
+  end)
+
+  it('closes when another editor answered', function()
+    local chat, conn = H.fake_chat({ permission = { use_select = false } })
+    start_turn(chat, conn)
+    conn:emit('ochat/permission', { permissionId = 'P2', conversationId = 'C1', toolCall = { name = 'x' }, options = { { optionId = 'a', name = 'A' } } })
+    local win = require('ochat.permission').open.P2.win
+    assert(api.nvim_win_is_valid(win))
+    conn:emit('ochat/permissionResolved', { permissionId = 'P2', conversationId = 'C1', optionId = 'a', outcome = 'selected' })
+    assert(not api.nvim_win_is_valid(win), 'float closed')
+    eq(nil, require('ochat.permission').open.P2)
+    eq(0, #H.requests(conn, 'ochat/permission/respond'))
+  end)
+end)
+
+describe('diff', function()
+  it('opens before|after side by side in diff mode', function()
+    local chat = H.fake_chat()
+    local m = render.new_message({ id = 'A', role = 'assistant' })
+    local seg = { type = 'fileChange', path = chat.root .. '/f.lua', oldText = 'a\nb\n', newText = 'a\nc\n' }
+    require('ochat.diff').open(chat, m, seg)
+    local wins = api.nvim_tabpage_list_wins(0)
+    eq(2, #wins)
+    eq({ 'a', 'b' }, api.nvim_buf_get_lines(api.nvim_win_get_buf(wins[1]), 0, -1, false))
+    eq({ 'a', 'c' }, api.nvim_buf_get_lines(api.nvim_win_get_buf(wins[2]), 0, -1, false))
+    eq(true, api.nvim_win_get_option(wins[1], 'diff'))
+    eq(true, api.nvim_win_get_option(wins[2], 'diff'))
+    eq('lua', api.nvim_buf_get_option(api.nvim_win_get_buf(wins[2]), 'filetype'))
+  end)
+
+  it('reviews every file of a turn, one tab each', function()
+    local chat = H.fake_chat()
+    local m = render.new_message({
+      id = 'A',
+      role = 'assistant',
+      segments = {
+        { type = 'fileChange', path = chat.root .. '/1', newText = '1' },
+        { type = 'fileChange', path = chat.root .. '/2', newText = '2' },
+        { type = 'fileChange', path = chat.root .. '/3', newText = '3' },
+      },
+    })
+    local tabs = require('ochat.diff').review(chat, m)
+    eq(3, #tabs)
+    eq(4, #api.nvim_list_tabpages())
+  end)
+
+  it('applies and reverts client-side when the daemon lacks ochat/fileChange/*, buffer and disk', function()
+    local chat, conn, root = H.fake_chat()
+    local path = root .. '/a.txt'
+    H.write(path, 'old line\n')
+    local buf = vim.fn.bufadd(path)
+    vim.fn.bufload(buf)
+    local m = render.new_message({ id = 'A', role = 'assistant' })
+    local seg = { type = 'fileChange', path = path, oldText = 'old line\n', newText = 'new line\nsecond\n' }
+    local done
+    require('ochat.diff').change(chat, m, seg, 'apply', function(err)
+      done = { err }
+    end)
+    wait_for(function()
+      return done
+    end, 1000, 'apply')
+    eq(nil, done[1])
+    eq('ochat/fileChange/apply', conn.requests[1].method)
+    eq('new line\nsecond\n', H.read(path))
+    eq({ 'new line', 'second' }, api.nvim_buf_get_lines(buf, 0, -1, false))
+    eq('applied', seg.status)
+    done = nil
+    require('ochat.diff').change(chat, m, seg, 'revert', function(err)
+      done = { err }
+    end)
+    wait_for(function()
+      return done
+    end, 1000, 'revert')
+    eq('old line\n', H.read(path))
+    eq({ 'old line' }, api.nvim_buf_get_lines(buf, 0, -1, false))
+    api.nvim_buf_call(buf, function()
+      vim.cmd('silent undo')
+    end)
+    eq({ 'new line', 'second' }, api.nvim_buf_get_lines(buf, 0, -1, false), 'undo works')
+  end)
+
+  it('reverting a created file deletes it', function()
+    local _, _, root = H.fake_chat()
+    local path = root .. '/new.txt'
+    H.write(path, 'made by agent\n')
+    eq(nil, require('ochat.diff').change_locally({ path = path, oldText = vim.NIL, newText = 'made by agent\n' }, 'revert'))
+    eq(nil, H.read(path))
+    eq(nil, require('ochat.diff').change_locally({ path = path, newText = 'made by agent\n' }, 'apply'))
+    eq('made by agent\n', H.read(path))
+  end)
+
+  it('handles workspace/applyEdit with a null version', function()
+    local _, _, root = H.fake_chat()
+    local path = root .. '/v.txt'
+    H.write(path, 'one\ntwo\n')
+    local res = require('ochat.rpc').request_handlers['workspace/applyEdit']({
+      edit = {
+        documentChanges = {
+          {
+            textDocument = { uri = vim.uri_from_fname(path), version = vim.NIL },
+            edits = { { range = { start = { line = 1, character = 0 }, ['end'] = { line = 1, character = 3 } }, newText = 'zwei' } },
+          },
+        },
+      },
+    })
+    eq({ applied = true }, res)
+    eq('one\nzwei\n', H.read(path))
+  end)
+end)
+
+describe('history', function()
+  it('lists conversations and sessions, newest first, live marked, and opens a pick', function()
+    local chat, conn = H.fake_chat()
+    conn.handlers['ochat/conversations/list'] = function()
+      return { conversations = { { id = 'c1', title = 'old one', agents = { 'claude' }, updatedAt = 1000 }, { id = 'c2', title = 'newer', agents = {}, updatedAt = 3000 } } }
+    end
+    conn.handlers['ochat/sessions/list'] = function()
+      return { sessions = { { id = 's1', agent = 'claude', title = 'from terminal', updatedAt = 2000, live = true } } }
+    end
+    conn.handlers['ochat/subscribe'] = function(p)
+      return { conversation = { id = p.conversationId, title = 'newer' }, messages = { { id = 'u', role = 'user', content = 'q' }, { id = 'a', role = 'assistant', agent = 'claude', status = 'completed', segments = { { type = 'content', content = 'answer' } } } } }
+    end
+    local items
+    local orig = vim.ui.select
+    vim.ui.select = function(list, opts, cb)
+      items = vim.tbl_map(opts.format_item, list)
+      cb(list[1])
+    end
+    local done
+    require('ochat.history').pick(chat, function()
+      done = true
+    end)
+    wait_for(function()
+      return done
+    end, 1000, 'open')
+    vim.ui.select = orig
+    eq(3, #items)
+    assert(items[1]:find('newer', 1, true), items[1])
+    assert(items[2]:find('^● .*from terminal.*%[claude%]'), items[2])
+    eq('C', 'C')
+    eq('c2', chat.conversation_id)
+    eq('# newer\n\n## You\nq\n\n## claude · completed\nanswer\n', chat:text())
+    eq(false, api.nvim_buf_get_option(chat.buf, 'modifiable'), 'read-only transcript')
+  end)
+
+  it('works without ochat/sessions/list', function()
+    local chat, conn = H.fake_chat()
+    conn.handlers['ochat/conversations/list'] = function()
+      return { conversations = { { id = 'c1', title = 't', updatedAt = 1 } } }
+    end
+    local n
+    local orig = vim.ui.select
+    vim.ui.select = function(list, _, cb)
+      n = #list
+      cb(nil)
+    end
+    local done
+    require('ochat.history').pick(chat, function()
+      done = true
+    end)
+    wait_for(function()
+      return done
+    end, 1000, 'pick')
+    vim.ui.select = orig
+    eq(1, n)
+  end)
+end)
+
+describe('agents', function()
+  it('picks an agent and one of its config options', function()
+    local chat, conn = H.fake_chat()
+    conn.handlers['ochat/agents/list'] = function()
+      return { agents = { { name = 'claude', available = true, command = 'claude-agent-acp' }, { name = 'gemini', available = false, reason = 'not on PATH', install = 'npm i -g x' } } }
+    end
+    conn.handlers['ochat/agents/setConfig'] = function()
+      return {}
+    end
+    chat.agent_state.claude = { agent = 'claude', configOptions = { { id = 'model', name = 'Model', type = 'select', currentValue = 'a', options = { { value = 'a', name = 'Alpha' }, { value = 'b', name = 'Beta' } } } } }
+    local shown = {}
+    local orig = vim.ui.select
+    vim.ui.select = function(list, opts, cb)
+      table.insert(shown, vim.tbl_map(opts.format_item, list))
+      cb(list[#shown == 3 and 2 or 1])
+    end
+    local done
+    require('ochat.agents').pick(chat, nil, function()
+      done = true
+    end)
+    wait_for(function()
+      return done
+    end, 1000, 'pick')
+    vim.ui.select = orig
+    eq('claude', chat.agent)
+    assert(shown[1][2]:find('unavailable: not on PATH; install: npm i -g x', 1, true), shown[1][2])
+    eq({ 'Model: Alpha' }, shown[2])
+    eq({ 'Alpha  (current)', 'Beta' }, shown[3])
+    eq({ conversationId = nil, agent = 'claude', configId = 'model', value = 'b' }, H.requests(conn, 'ochat/agents/setConfig')[1])
+  end)
+end)
