@@ -32,19 +32,22 @@ type NativeRef struct {
 // not yet stored (else an error wrapping ErrExists); a nil Agents is stored
 // as empty.
 func (s *Store) CreateConversation(c Conversation) error {
+	return s.Update(func(w *Writer) error { return w.CreateConversation(c) })
+}
+
+// createConversation is CreateConversation inside tx.
+func createConversation(tx *bolt.Tx, c Conversation) error {
 	if err := validID("conversation", c.ID); err != nil {
 		return fmt.Errorf("create conversation: %w", err)
 	}
 	if c.Agents == nil {
 		c.Agents = []string{}
 	}
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketConversations)
-		if b.Get([]byte(c.ID)) != nil {
-			return ErrExists
-		}
-		return putJSON(b, c.ID, c)
-	})
+	b := tx.Bucket(bucketConversations)
+	err := ErrExists
+	if b.Get([]byte(c.ID)) == nil {
+		err = putJSON(b, c.ID, c)
+	}
 	if err != nil {
 		return fmt.Errorf("create conversation %s: %w", c.ID, err)
 	}

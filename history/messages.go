@@ -105,7 +105,7 @@ func (s *Store) Message(convID, msgID string) (transcript.Message, error) {
 // PutMessage inserts m into conversation convID, or replaces the stored
 // message with the same m.ID, in one durable transaction. It sets the
 // conversation's UpdatedAt to now (Unix ms) unless that is older than the
-// stored value, and appends m.Agent to its Agents if new. An assistant
+// stored value, and, for an assistant message, appends m.Agent to its Agents if new. An assistant
 // message with status streaming is recorded in the streaming index (with
 // now as its last checkpoint time) so MarkInterrupted finds it; any other
 // status removes it from the index.
@@ -164,7 +164,7 @@ func putMessage(w *Writer, convID string, m transcript.Message, now int64) error
 		if now > c.UpdatedAt {
 			c.UpdatedAt, changed = now, true
 		}
-		if m.Agent != "" && !slices.Contains(c.Agents, m.Agent) {
+		if m.Role == transcript.RoleAssistant && m.Agent != "" && !slices.Contains(c.Agents, m.Agent) {
 			c.Agents, changed = append(c.Agents, m.Agent), true
 		}
 		if !changed {
@@ -226,12 +226,13 @@ func truncateFrom(w *Writer, convID, messageID string) error {
 		agents := []string{}
 		err = b.ForEach(func(k, v []byte) error {
 			var who struct {
-				Agent string `json:"agent"`
+				Role  transcript.Role `json:"role"`
+				Agent string          `json:"agent"`
 			}
-			if err := json.Unmarshal(v, &who); err != nil {
+			if err := sjson.Unmarshal(v, &who); err != nil {
 				return fmt.Errorf("message %s: %w", k, err)
 			}
-			if who.Agent != "" && !slices.Contains(agents, who.Agent) {
+			if who.Role == transcript.RoleAssistant && who.Agent != "" && !slices.Contains(agents, who.Agent) {
 				agents = append(agents, who.Agent)
 			}
 			return nil

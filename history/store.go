@@ -99,6 +99,10 @@ func Open(path string) (*Store, error) {
 		return nil, fmt.Errorf("open history %s: %w (another ochatd is serving this workspace; "+
 			"connect to it with `ochatd connect`, or stop it first)", path, ErrLocked)
 	}
+	if errors.Is(err, bolt.ErrInvalid) || errors.Is(err, bolt.ErrChecksum) || errors.Is(err, bolt.ErrVersionMismatch) {
+		return nil, fmt.Errorf("open history %s: %w (the file is damaged or not an ochat store; "+
+			"move it aside to start with an empty history)", path, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open history %s: %w", path, err)
 	}

@@ -168,7 +168,7 @@ func TestOpenRefuses(t *testing.T) {
 			if err := os.WriteFile(path, []byte(strings.Repeat("not a database\n", 1000)), 0o600); err != nil {
 				t.Fatal(err)
 			}
-		}, "invalid"},
+		}, "move it aside"},
 		{"newer schema", func(t *testing.T, path string) {
 			db, err := bolt.Open(path, 0o600, nil)
 			if err != nil {
@@ -434,6 +434,9 @@ func TestPutMessage(t *testing.T) {
 		{"older now does not move UpdatedAt back", []step{
 			{user("01A", "a"), 50}, {user("01B", "b"), 40},
 		}, []string{"01A", "01B"}, []string{}, 50, 0},
+		{"a user message naming an agent does not add it", []step{
+			{transcript.Message{ID: "01A", Role: transcript.RoleUser, Agent: "gemini"}, 5},
+		}, []string{"01A"}, []string{}, 5, 0},
 		{"a user message with status streaming is not indexed", []step{
 			{transcript.Message{ID: "01A", Role: transcript.RoleUser, Status: transcript.StatusStreaming}, 5},
 		}, []string{"01A"}, []string{}, 5, 0},

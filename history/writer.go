@@ -45,6 +45,15 @@ func (s *Store) Update(f func(w *Writer) error) error {
 	return err
 }
 
+// CreateConversation is Store.CreateConversation inside the transaction
+// (e.g. to import a native session's messages all or nothing).
+func (w *Writer) CreateConversation(c Conversation) error {
+	if w.tx == nil {
+		return errWriterDone
+	}
+	return createConversation(w.tx, c)
+}
+
 // PutMessage is Store.PutMessage inside the transaction.
 func (w *Writer) PutMessage(convID string, m transcript.Message, now int64) error {
 	if w.tx == nil {

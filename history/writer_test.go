@@ -86,6 +86,42 @@ func TestUpdate(t *testing.T) {
 	}
 }
 
+func TestUpdateImportAllOrNothing(t *testing.T) {
+	s := openTemp(t)
+	imp := func(fail bool) error {
+		return s.Update(func(w *Writer) error {
+			if err := w.CreateConversation(Conversation{ID: "imp", Native: &NativeRef{Agent: "claude", SessionID: "x"}}); err != nil {
+				return err
+			}
+			for _, m := range []transcript.Message{user("01A", "q"), assistant("01B", "claude", transcript.StatusCompleted, "a")} {
+				if err := w.PutMessage("imp", m, 9); err != nil {
+					return err
+				}
+			}
+			if fail {
+				return errors.New("bad line")
+			}
+			return nil
+		})
+	}
+	if err := imp(true); err == nil {
+		t.Fatal("failed import reported success")
+	}
+	if _, err := s.Conversation("imp"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("failed import left a conversation: %v", err)
+	}
+	if err := imp(false); err != nil {
+		t.Fatal(err)
+	}
+	ms, err := s.Messages("imp")
+	if err != nil || len(ms) != 2 {
+		t.Fatalf("import: %d messages, %v", len(ms), err)
+	}
+	if err := imp(false); !errors.Is(err, ErrExists) {
+		t.Fatalf("second import: %v, want ErrExists", err)
+	}
+}
+
 func TestWriterAfterUpdate(t *testing.T) {
 	s := openTemp(t)
 	mustCreate(t, s, "c")
