@@ -147,3 +147,23 @@ func PeerUID(c net.Conn) (int, error) {
 	}
 	return int(cred.Uid), nil
 }
+
+// AbsWorkspace returns dir as an absolute path with symlinks resolved (an
+// explicit --workspace: no git-root search).
+func AbsWorkspace(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("workspace %s: %w", dir, err)
+	}
+	if r, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = r
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return "", fmt.Errorf("workspace: %w", err)
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("workspace %s is not a directory", abs)
+	}
+	return abs, nil
+}

@@ -1,0 +1,178 @@
+// Package cli is the ochatd command line: flags and subcommands (serve,
+// connect, agents, chat, conversations, show, doctor). Every subcommand that
+// reads or changes state is a client of the workspace daemon over its socket
+// (started on demand, as `ochatd connect` does), so the CLI exercises the
+// same path as the editors.
+//
+// It owns no state and parses no provider format; cmd/ochatd is a thin main
+// around Main.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/ochat-dev/ochat/daemon"
+)
+
+// Command is one subcommand. Run returns the process exit status.
+type Command struct {
+	Name    string
+	Summary string
+	Run     func(ctx context.Context, env *Env, args []string) int
+}
+
+// Env is the process environment a command runs in.
+type Env struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	Version        string
+	// Getenv reads the environment (os.Getenv in main).
+	Getenv func(string) string
+}
+
+// Main runs ochatd with args (without the program name) and returns the exit
+// status. extra adds subcommands (for example `demo` from cmd/ochatd).
+func Main(ctx context.Context, env *Env, args []string, extra ...Command) int {
+	cmds := []Command{
+		{"serve", "run the workspace daemon in the foreground", runServe},
+		{"connect", "forward stdio to the workspace daemon, starting it if needed (editors spawn this)", runConnect},
+		{"agents", "list agents, whether they can start, and how to install them", runAgents},
+		{"chat", "run one prompt turn and stream the answer", runChat},
+		{"conversations", "list the workspace's conversations, newest first", runConversations},
+		{"show", "print a stored conversation", runShow},
+		{"doctor", "check what ochat needs and say how to fix what is missing", runDoctor},
+	}
+	cmds = append(cmds, extra...)
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(env.Stderr, cmds)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	if args[0] == "--version" || args[0] == "-version" || args[0] == "version" {
+		fmt.Fprintf(env.Stdout, "ochatd %s (protocol %d)\n", env.Version, daemon.ProtocolVersion)
+		return 0
+	}
+	for _, c := range cmds {
+		if c.Name == args[0] {
+			return c.Run(ctx, env, args[1:])
+		}
+	}
+	fmt.Fprintf(env.Stderr, "ochatd: unknown command %q\n", args[0])
+	usage(env.Stderr, cmds)
+	return 2
+}
+
+func usage(w io.Writer, cmds []Command) {
+	fmt.Fprintln(w, "usage: ochatd <command> [flags]")
+	fmt.Fprintln(w, "\ncommands:")
+	for _, c := range cmds {
+		fmt.Fprintf(w, "  %-14s %s\n", c.Name, c.Summary)
+	}
+	fmt.Fprintln(w, "\nEvery command takes --workspace DIR (default: the git root of the current directory, else the current directory).")
+	fmt.Fprintln(w, "ochatd --version prints the version.")
+}
+
+// common are the flags every subcommand has.
+type common struct {
+	workspace string
+	json      bool
+}
+
+func newFlags(env *Env, name string, c *common, withJSON bool) *flag.FlagSet {
+	fs := flag.NewFlagSet("ochatd "+name, flag.ContinueOnError)
+	fs.SetOutput(env.Stderr)
+	fs.StringVar(&c.workspace, "workspace", "", "workspace root (default: git root of the current directory, else the current directory)")
+	if withJSON {
+		fs.BoolVar(&c.json, "json", false, "print JSON")
+	}
+	return fs
+}
+
+// parse parses flags placed before, between or after positional arguments.
+func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		if args[0] == "--" {
+			return append(pos, args[1:]...), nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+// workspace resolves --workspace or the default.
+func (c *common) resolve() (string, error) {
+	if c.workspace != "" {
+		return daemon.AbsWorkspace(c.workspace)
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("workspace: %w", err)
+	}
+	return daemon.ResolveWorkspace(wd)
+}
+
+// dial connects to (starting if needed) the workspace daemon and initializes.
+func dial(ctx context.Context, env *Env, ws string) (*daemon.Client, error) {
+	nc, err := daemon.Dial(ctx, dialOptions(env, ws))
+	if err != nil {
+		return nil, err
+	}
+	c, err := daemon.NewClient(ctx, nc, "ochatd-cli", env.Version)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("connect to daemon: %w", err)
+	}
+	return c, nil
+}
+
+// dialOptions: auto-start with $OCHATD_IDLE (a duration) as the started
+// daemon's --idle.
+func dialOptions(env *Env, ws string) daemon.DialOptions {
+	o := daemon.DialOptions{Workspace: ws, AutoStart: true}
+	if idle := env.Getenv("OCHATD_IDLE"); idle != "" {
+		o.ServeArgs = append(o.ServeArgs, "--idle", idle)
+	}
+	return o
+}
+
+func fail(env *Env, format string, args ...any) int {
+	fmt.Fprintf(env.Stderr, "ochatd: "+format+"\n", args...)
+	return 1
+}
+
+func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: %w", level, err)
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+func fmtTime(ms int64) string {
+	if ms == 0 {
+		return "-"
+	}
+	return time.UnixMilli(ms).Local().Format("2006-01-02 15:04")
+}
+
+func isFlagHelp(err error) bool { return errors.Is(err, flag.ErrHelp) }
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

@@ -1,0 +1,403 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ochat-dev/ochat/agents"
+	"github.com/ochat-dev/ochat/daemon"
+	"github.com/ochat-dev/ochat/history"
+	"github.com/ochat-dev/ochat/transcript"
+)
+
+func exitFlag(err error) int {
+	if isFlagHelp(err) {
+		return 0
+	}
+	return 2
+}
+
+// runConnect is `ochatd connect [--workspace DIR]`: the stdio forwarder.
+func runConnect(ctx context.Context, env *Env, args []string) int {
+	var c common
+	fs := newFlags(env, "connect", &c, false)
+	if _, err := parse(fs, args); err != nil {
+		return exitFlag(err)
+	}
+	ws, err := c.resolve()
+	if err != nil {
+		return fail(env, "%v", err)
+	}
+	nc, err := daemon.Dial(ctx, dialOptions(env, ws))
+	if err != nil {
+		return fail(env, "%v", err)
+	}
+	if err := daemon.Forward(ctx, nc, env.Stdin, env.Stdout); err != nil {
+		return fail(env, "%v", err)
+	}
+	return 0
+}
+
+// runAgents is `ochatd agents [--json]`.
+func runAgents(ctx context.Context, env *Env, args []string) int {
+	var c common
+	fs := newFlags(env, "agents", &c, true)
+	if _, err := parse(fs, args); err != nil {
+		return exitFlag(err)
+	}
+	ws, err := c.resolve()
+	if err != nil {
+		return fail(env, "%v", err)
+	}
+	cl, err := dial(ctx, env, ws)
+	if err != nil {
+		return fail(env, "%v", err)
+	}
+	defer cl.Close()
+	var res daemon.AgentsListResult
+	if err := cl.Call(ctx, daemon.MethodAgentsList, nil, &res); err != nil {
+		return fail(env, "agents: %v", err)
+	}
+	if c.json {
+		return printJSON(env, res)
+	}
+	printAgents(env, res.Agents)
+	return 0
+}
+
+func printAgents(env *Env, list []agents.Status) {
+	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tSTATUS\tSOURCE\tCOMMAND")
+	for _, a := range list {
+		status := "ready"
+		if !a.Available {
+			status = "unavailable"
+		}
+		cmd := strings.TrimSpace(a.Command + " " + strings.Join(a.Args, " "))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", a.Name, status, a.Source, cmd)
+	}
+	tw.Flush()
+	for _, a := range list {
+		if !a.Available {
+			fmt.Fprintf(env.Stdout, "\n%s: %s", a.Name, a.Reason)
+			if a.Install != "" {
+				fmt.Fprintf(env.Stdout, "\n  install: %s", a.Install)
+			}
+			fmt.Fprintln(env.Stdout)
+		}
+	}
+}
+
+// runConversations is `ochatd conversations [--json]`.
+func runConversations(ctx context.Context, env *Env, args []string) int {
+	var c common
+	fs := newFlags(env, "conversations", &c, true)
+	if _, err := parse(fs, args); err != nil {
+		return exitFlag(err)
+	}
+	ws, err := c.resolve()
+	if err != nil {
+		return fail(env, "%v", err)
+	}
+	cl, err := dial(ctx, env, ws)
+	if err != nil {
+		return fail(env, "%v", err)
+	}
+	defer cl.Close()
+	var res daemon.ListConversationsResult
+	if err := cl.Call(ctx, daemon.MethodConversationsList, nil, &res); err != nil {
+		return fail(env, "conversations: %v", err)
+	}
+	if c.json {
+		return printJSON(env, res.Conversations)
+	}
+	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tUPDATED\tAGENTS\tTITLE")
+	for _, cv := range res.Conversations {
+		title := cv.Title
+		if cv.Running {
+			title += " (running)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", cv.ID, fmtTime(cv.UpdatedAt), strings.Join(cv.Agents, ","), title)
+	}
+	tw.Flush()
+	return 0
+}
+
+// ShowJSON is what `ochatd show ID --json` prints.
+type ShowJSON struct {
+	ID       string               `json:"id"`
+	Title    string               `json:"title"`
+	Agents   []string             `json:"agents"`
+	Messages []transcript.Message `json:"messages"`
+}
+
+// runShow is `ochatd show ID [--json]`.
+func runShow(ctx context.Context, env *Env, args []string) int {
+	var c common
+	fs := newFlags(env, "show", &c, true)
+	pos, err := parse(fs, args)
+	if err != nil {
+		return exitFlag(err)
+	}
+	if len(pos) != 1 {
+		fmt.Fprintln(env.Stderr, "usage: ochatd show [--workspace DIR] [--json] CONVERSATION_ID")
+		return 2
+	}
+	ws, err := c.resolve()
+	if err != nil {
+		return fail(env, "%v", err)
+	}
+	cl, err := dial(ctx, env, ws)
+	if err != nil {
+		return fail(env, "%v", err)
+	}
+	defer cl.Close()
+	var res daemon.GetConversationResult
+	if err := cl.Call(ctx, daemon.MethodConversationsGet, daemon.ConversationParams{ConversationID: pos[0]}, &res); err != nil {
+		return fail(env, "show %s: %v", pos[0], err)
+	}
+	if c.json {
+		return printJSON(env, ShowJSON{ID: res.Conversation.ID, Title: res.Conversation.Title, Agents: res.Conversation.Agents, Messages: res.Messages})
+	}
+	w := env.Stdout
+	fmt.Fprintf(w, "# %s\n%s · %s\n", orUntitled(res.Conversation.Title), res.Conversation.ID, fmtTime(res.Conversation.CreatedAt))
+	for _, m := range res.Messages {
+		if m.Role == transcript.RoleUser {
+			if m.Hidden {
+				continue
+			}
+			fmt.Fprintf(w, "\n## you · %s\n\n%s\n", fmtTime(m.Timestamp), m.Content)
+			for _, a := range m.Attachments {
+				fmt.Fprintf(w, "[attachment] %s %s\n", a.Kind, a.Path)
+			}
+			continue
+		}
+		fmt.Fprintf(w, "\n## %s · %s", orUnknown(m.Agent), m.Status)
+		if m.StopReason != "" && m.StopReason != "end_turn" {
+			fmt.Fprintf(w, " (%s)", m.StopReason)
+		}
+		if m.DurationMs > 0 {
+			fmt.Fprintf(w, " · %s", (time.Duration(m.DurationMs) * time.Millisecond).Round(time.Millisecond))
+		}
+		fmt.Fprintln(w)
+		fmt.Fprintln(w)
+		for _, s := range m.Segments {
+			fmt.Fprintln(w, segmentText(s))
+		}
+		if m.Error != "" {
+			fmt.Fprintf(w, "[error] %s\n", m.Error)
+		}
+	}
+	return 0
+}
+
+func orUntitled(s string) string {
+	if s == "" {
+		return "(untitled)"
+	}
+	return s
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "assistant"
+	}
+	return s
+}
+
+// segmentText renders one segment for a terminal.
+func segmentText(s transcript.Segment) string {
+	switch s.Type {
+	case transcript.SegContent:
+		return s.Content
+	case transcript.SegReasoning:
+		return "> " + strings.ReplaceAll(strings.TrimSpace(s.Content), "\n", "\n> ")
+	case transcript.SegTool:
+		line := fmt.Sprintf("[tool] %s (%s)", oneLine(s.Name), s.Status)
+		if s.Error != "" {
+			line += ": " + oneLine(s.Error)
+		}
+		return line
+	case transcript.SegFileChange:
+		return fileLine(s)
+	case transcript.SegPlan:
+		var b strings.Builder
+		b.WriteString("[plan]")
+		for _, e := range s.Entries {
+			fmt.Fprintf(&b, "\n  - [%s] %s", e.Status, e.Content)
+		}
+		return b.String()
+	case transcript.SegWorkspace:
+		return fmt.Sprintf("[workspace] %s", strings.Join(s.Files, ", "))
+	}
+	return fmt.Sprintf("[%s]", s.Type)
+}
+
+func fileLine(s transcript.Segment) string {
+	line := "[file] " + s.Path
+	if s.Additions != nil || s.Deletions != nil {
+		a, d := 0, 0
+		if s.Additions != nil {
+			a = *s.Additions
+		}
+		if s.Deletions != nil {
+			d = *s.Deletions
+		}
+		line += fmt.Sprintf(" +%d -%d", a, d)
+	}
+	if s.Status != "" {
+		line += " (" + s.Status + ")"
+	}
+	return line
+}
+
+func printJSON(env *Env, v any) int {
+	enc := json.NewEncoder(env.Stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return fail(env, "%v", err)
+	}
+	return 0
+}
+
+// runDoctor is `ochatd doctor`: the workspace, the socket and daemon, the
+// store, and each agent's command and login.
+func runDoctor(ctx context.Context, env *Env, args []string) int {
+	var c common
+	fs := newFlags(env, "doctor", &c, false)
+	if _, err := parse(fs, args); err != nil {
+		return exitFlag(err)
+	}
+	w := env.Stdout
+	problems := 0
+	ok := func(format string, a ...any) { fmt.Fprintf(w, "ok    "+format+"\n", a...) }
+	bad := func(fix, format string, a ...any) {
+		problems++
+		fmt.Fprintf(w, "FAIL  "+format+"\n", a...)
+		if fix != "" {
+			fmt.Fprintf(w, "      fix: %s\n", fix)
+		}
+	}
+	note := func(format string, a ...any) { fmt.Fprintf(w, "note  "+format+"\n", a...) }
+
+	ws, err := c.resolve()
+	if err != nil {
+		bad("run ochatd inside your project or pass --workspace DIR", "workspace: %v", err)
+		return 1
+	}
+	ok("workspace %s", ws)
+	sock, err := daemon.SocketPath(ws)
+	if err != nil {
+		bad("set XDG_RUNTIME_DIR to a directory only you can access", "socket directory: %v", err)
+	} else {
+		ok("socket directory %s", filepath.Dir(sock))
+	}
+	daemonUp := false
+	if sock != "" {
+		dctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		nc, err := daemon.Dial(dctx, daemon.DialOptions{Workspace: ws, Socket: sock})
+		if err == nil {
+			cl, err := daemon.NewClient(dctx, nc, "ochatd-doctor", env.Version)
+			if err == nil {
+				daemonUp = true
+				ok("daemon answers on %s (version %s)", sock, cl.Init.ServerInfo.Version)
+				cl.Close()
+			} else {
+				bad("stop the process on "+sock+" and run `ochatd serve`", "socket %s answers but not as ochatd: %v", sock, err)
+				nc.Close()
+			}
+		} else {
+			note("no daemon running for this workspace (it starts on demand: `ochatd connect` / `ochatd chat`)")
+		}
+		cancel()
+	}
+	dbPath, err := history.DefaultPath(ws)
+	if err != nil {
+		bad("set XDG_STATE_HOME or HOME", "store path: %v", err)
+	} else if daemonUp {
+		ok("store %s (held by the daemon)", dbPath)
+	} else if _, err := os.Stat(dbPath); errors.Is(err, os.ErrNotExist) {
+		note("store %s does not exist yet (created on first start)", dbPath)
+	} else {
+		st, err := history.Open(dbPath)
+		switch {
+		case errors.Is(err, history.ErrLocked):
+			bad("another process holds the store: stop it (is a daemon running with another socket dir?)", "store %s is locked", dbPath)
+		case err != nil:
+			bad("move the file aside to start afresh", "store %s: %v", dbPath, err)
+		default:
+			if err := st.Check(); err != nil {
+				bad("move the file aside to start afresh (it is a bbolt file)", "store %s is damaged: %v", dbPath, err)
+			} else {
+				ok("store %s", dbPath)
+			}
+			st.Close()
+		}
+	}
+	cfg, err := os.UserConfigDir()
+	if err != nil {
+		bad("set XDG_CONFIG_HOME or HOME", "config dir: %v", err)
+		return 1
+	}
+	reg, err := agents.LoadRegistry(cfg, ws)
+	if err != nil {
+		bad("fix the settings file named above", "agents: %v", err)
+		return 1
+	}
+	anyReady := false
+	for _, a := range reg.List() {
+		if a.Available {
+			anyReady = true
+			ok("agent %s: %s%s", a.Name, a.Command, loginHint(env, a.Name))
+		} else {
+			fix := a.Install
+			if fix == "" {
+				fix = "install it or fix agent_servers." + a.Name + " in settings.json"
+			}
+			note("agent %s unavailable: %s (install: %s)", a.Name, a.Reason, fix)
+		}
+	}
+	if !anyReady {
+		bad("install one agent (see `ochatd agents`) or add one to agent_servers in "+filepath.Join(cfg, "ochat", "settings.json"), "no agent can start")
+	}
+	if problems > 0 {
+		return 1
+	}
+	return 0
+}
+
+// loginHint says where an agent's credentials are expected; ochat itself
+// holds none.
+func loginHint(env *Env, name string) string {
+	home, _ := os.UserHomeDir()
+	has := func(path string) bool { _, err := os.Stat(filepath.Join(home, path)); return err == nil }
+	switch name {
+	case "claude":
+		if env.Getenv("ANTHROPIC_API_KEY") != "" || has(".claude.json") || has(".claude") {
+			return " (login found)"
+		}
+		return " (not logged in? run `claude` once and /login, or set ANTHROPIC_API_KEY)"
+	case "codex":
+		if env.Getenv("OPENAI_API_KEY") != "" || env.Getenv("CODEX_API_KEY") != "" || has(".codex/auth.json") {
+			return " (login found)"
+		}
+		return " (not logged in? run `codex login`, or set OPENAI_API_KEY)"
+	case "gemini":
+		if env.Getenv("GEMINI_API_KEY") != "" || env.Getenv("GOOGLE_API_KEY") != "" || has(".gemini") {
+			return " (login found)"
+		}
+		return " (not logged in? run `gemini` once, or set GEMINI_API_KEY)"
+	}
+	return ""
+}
+
+var _ = flag.ErrHelp

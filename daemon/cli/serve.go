@@ -1,0 +1,80 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/ochat-dev/ochat/daemon"
+	"github.com/ochat-dev/ochat/history"
+)
+
+// runServe is `ochatd serve [--workspace DIR] [--idle 10m] [--log-level L]`:
+// the daemon in the foreground, logging to stderr.
+func runServe(ctx context.Context, env *Env, args []string) int {
+	var c common
+	fs := newFlags(env, "serve", &c, false)
+	idle := fs.Duration("idle", 10*time.Minute, "exit after this long with no client and no running turn (0: never)")
+	level := fs.String("log-level", "info", "debug, info, warn or error")
+	if _, err := parse(fs, args); err != nil {
+		return exitFlag(err)
+	}
+	ws, err := c.resolve()
+	if err != nil {
+		return fail(env, "%v", err)
+	}
+	log, err := newLogger(env.Stderr, *level)
+	if err != nil {
+		return fail(env, "%v", err)
+	}
+	if err := serve(ctx, env, ws, *idle, log); err != nil {
+		log.Error("serve", "workspace", ws, "err", err)
+		return fail(env, "%v", err)
+	}
+	return 0
+}
+
+func serve(ctx context.Context, env *Env, ws string, idle time.Duration, log *slog.Logger) error {
+	dbPath, err := history.DefaultPath(ws)
+	if err != nil {
+		return err
+	}
+	st, err := history.Open(dbPath)
+	if errors.Is(err, history.ErrLocked) {
+		return fmt.Errorf("another ochatd already serves %s (its store %s is locked): use `ochatd connect` or stop it first", ws, dbPath)
+	}
+	if err != nil {
+		return fmt.Errorf("open store: %w", err)
+	}
+	defer st.Close()
+	if n, err := st.MarkInterrupted(time.Now().UnixMilli()); err != nil {
+		return fmt.Errorf("mark interrupted turns: %w", err)
+	} else if n > 0 {
+		log.Info("marked turns interrupted by an earlier daemon", "count", n)
+	}
+	sock, err := daemon.SocketPath(ws)
+	if err != nil {
+		return err
+	}
+	ln, err := daemon.Listen(sock)
+	if err != nil {
+		return err
+	}
+	srv := daemon.New(daemon.Options{Workspace: ws, Store: st, Logger: log, Version: env.Version, IdleTimeout: idle})
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	log.Info("serving", "workspace", ws, "socket", sock, "store", dbPath, "pid", os.Getpid(), "idle", idle)
+	serr := srv.Serve(ctx, ln)
+	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Close(cctx); err != nil {
+		log.Warn("close", "err", err)
+	}
+	log.Info("stopped", "workspace", ws)
+	return serr
+}
