@@ -1,0 +1,195 @@
+/**
+ * Entry point of the ochat VS Code extension: wires the daemon client
+ * (client/), the chat view, the history view, diff review and commands (ui/).
+ * UI code never speaks JSON-RPC itself; the DaemonClient never touches vscode.
+ */
+import * as vscode from 'vscode';
+import { DaemonClient } from './client/daemon';
+import { ChatController } from './ui/chatController';
+import { ChatViewProvider } from './ui/chatView';
+import { HistoryProvider } from './ui/historyView';
+import { DIFF_SCHEME, DiffDocuments, applyChange, handleApplyEdit, openDiff, reviewTurn } from './ui/diffs';
+import { Methods, type NativeSession } from './model/protocol';
+import type { HistoryNode } from './model/historyTree';
+
+const LAST_CONVERSATION = 'ochat.lastConversation';
+
+export async function activate(context: vscode.ExtensionContext): Promise<{ client: DaemonClient; controller: ChatController; history: HistoryProvider }> {
+  const out = vscode.window.createOutputChannel('ochat');
+  context.subscriptions.push(out);
+  const folder = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath ?? process.cwd();
+  const cfg = () => vscode.workspace.getConfiguration('ochat');
+  const options = () => ({
+    command: cfg().get<string>('path') || 'ochatd',
+    workspace: folder,
+    extraArgs: cfg().get<string[]>('connectArgs') ?? [],
+    clientName: 'ochat.vscode',
+    clientVersion: String(context.extension?.packageJSON?.version ?? '0.0.0'),
+    trace: cfg().get<boolean>('trace') ?? false,
+    log: (l: string) => out.appendLine(l),
+  });
+  const client = new DaemonClient(options());
+  client.onRequest(Methods.applyEdit, handleApplyEdit);
+  client.onRequest(Methods.showDocument, async (p: { uri: string; takeFocus?: boolean }) => {
+    await vscode.window.showTextDocument(vscode.Uri.parse(p.uri), { preserveFocus: !p.takeFocus });
+    return { success: true };
+  });
+  client.onNotification(Methods.showMessage, (p: { type: number; message: string }) => {
+    const show = p.type === 1 ? vscode.window.showErrorMessage : p.type === 2 ? vscode.window.showWarningMessage : vscode.window.showInformationMessage;
+    void show(`ochat: ${p.message}`);
+  });
+
+  const docs = new DiffDocuments();
+  context.subscriptions.push(vscode.workspace.registerTextDocumentContentProvider(DIFF_SCHEME, docs));
+
+  const history = new HistoryProvider(client);
+  const controller = new ChatController(client, {
+    historyChanged: () => history.refreshSoon(),
+    setConversationId: (id) => void context.workspaceState.update(LAST_CONVERSATION, id),
+    openDiff: (model, msg) => {
+      const seg = msg.permissionId
+        ? model.permissions.get(msg.permissionId)?.fileChanges?.find((f) => f.path === msg.path)
+        : model.fileChanges(msg.messageId).find((c) => c.segment.path === msg.path)?.segment;
+      if (seg) void openDiff(docs, seg, msg.permissionId ? 'proposed' : undefined);
+    },
+    reviewTurn: (model, id) => void reviewTurn(docs, model, id),
+    applyChange: (model, id, p, action) => {
+      const seg = model.fileChanges(id).find((c) => c.segment.path === p)?.segment;
+      if (seg) void applyChange(seg, action);
+    },
+  });
+  context.subscriptions.push(controller, history);
+  const chatView = new ChatViewProvider(context.extensionUri, controller);
+  context.subscriptions.push(vscode.window.registerWebviewViewProvider(ChatViewProvider.viewId, chatView));
+  const tree = vscode.window.createTreeView('ochat.history', { treeDataProvider: history, showCollapseAll: true });
+  context.subscriptions.push(tree);
+
+  const status = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Right, 100);
+  status.command = 'ochat.openChat';
+  context.subscriptions.push(status);
+  const showState = (state: string, detail: string) => {
+    controller.setConnection({ state, detail });
+    status.text = state === 'running' ? '$(comment-discussion) ochat' : state === 'missing' ? '$(error) ochat' : `$(sync~spin) ochat`;
+    status.tooltip = state === 'running' ? `ochatd ${client.info?.serverInfo?.version ?? ''} — ${folder}` : `ochatd ${state} ${detail}`;
+    status.show();
+  };
+  client.on('state', showState);
+  client.on('connected', (_info, first: boolean) => {
+    if (first) {
+      void controller.refreshAgents(cfg().get<string>('defaultAgent')).catch((e) => out.appendLine(`agents/list: ${e.message}`));
+      const last = context.workspaceState.get<string>(LAST_CONVERSATION);
+      if (last) void controller.open(last).catch(() => context.workspaceState.update(LAST_CONVERSATION, undefined));
+    } else void controller.reconnected();
+    void history.refresh();
+  });
+  context.subscriptions.push({ dispose: () => void client.dispose() });
+
+  const start = () =>
+    client.start().catch((err: Error & { code?: string }) => {
+      out.appendLine(err.message);
+      if (client.state === 'missing') {
+        void vscode.window
+          .showErrorMessage(`ochat: cannot run "${cfg().get('path')}" (${err.code}). Install ochatd (go install github.com/ochat-dev/ochat/cmd/ochatd@latest) or set "ochat.path" to its full path.`, 'Open Settings', 'Retry')
+          .then((c) => {
+            if (c === 'Open Settings') void vscode.commands.executeCommand('workbench.action.openSettings', 'ochat.path');
+            if (c === 'Retry') void client.restart().catch(() => undefined);
+          });
+      } else {
+        void vscode.window.showErrorMessage(`ochat: ${err.message}`, 'Show Log').then((c) => c && out.show());
+      }
+    });
+  void start();
+  context.subscriptions.push(
+    vscode.workspace.onDidChangeConfiguration((e) => {
+      if (e.affectsConfiguration('ochat.path') || e.affectsConfiguration('ochat.connectArgs') || e.affectsConfiguration('ochat.trace')) {
+        client.setOptions(options());
+        void client.restart().catch(() => start());
+      }
+    }),
+  );
+
+  const nodeConversation = async (node?: HistoryNode): Promise<string | undefined> => {
+    if (!node) return controller.model.conversation?.id;
+    if (node.kind === 'conversation') return node.conversation.id;
+    if (node.kind === 'session') return openSession(node.session);
+    return undefined;
+  };
+  const openSession = async (s: NativeSession): Promise<string | undefined> => {
+    if (s.conversationId) return s.conversationId;
+    const res = await client.request<{ conversationId?: string; conversation?: { id: string } }>(Methods.sessionsOpen, {
+      agent: s.agent, sessionId: s.sessionId ?? s.id, path: s.path,
+    });
+    return res.conversationId ?? res.conversation?.id;
+  };
+  const guard = (f: (...a: any[]) => Promise<unknown>) => async (...a: any[]) => {
+    try {
+      await f(...a);
+    } catch (err) {
+      void vscode.window.showErrorMessage(`ochat: ${(err as Error).message}`);
+    }
+  };
+  const reg = (id: string, f: (...a: any[]) => Promise<unknown>) => context.subscriptions.push(vscode.commands.registerCommand(id, guard(f)));
+
+  reg('ochat.openChat', async () => chatView.reveal());
+  reg('ochat.newConversation', async () => {
+    controller.newConversation();
+    chatView.reveal();
+  });
+  reg('ochat.cancel', () => controller.cancel());
+  reg('ochat.reviewTurn', async (messageId?: string) => reviewTurn(docs, controller.model, typeof messageId === 'string' ? messageId : undefined));
+  reg('ochat.reconnect', () => client.restart());
+  reg('ochat.showLog', async () => out.show());
+  reg('ochat.history.refresh', () => history.refresh());
+  reg('ochat.history.open', async (node?: HistoryNode) => {
+    const id = await nodeConversation(node);
+    if (!id) return;
+    await controller.open(id, { readOnly: true });
+    chatView.reveal();
+  });
+  reg('ochat.history.continue', async (node?: HistoryNode) => {
+    const id = await nodeConversation(node);
+    if (!id) return;
+    await controller.open(id, { readOnly: false });
+    chatView.reveal();
+  });
+  reg('ochat.history.rename', async (node?: HistoryNode) => {
+    if (node?.kind !== 'conversation') return;
+    const title = await vscode.window.showInputBox({ prompt: 'Conversation title', value: node.conversation.title });
+    if (title === undefined) return;
+    await client.request(Methods.conversationsRename, { conversationId: node.conversation.id, title });
+    await history.refresh();
+  });
+  reg('ochat.history.delete', async (node?: HistoryNode) => {
+    if (node?.kind !== 'conversation') return;
+    const ok = await vscode.window.showWarningMessage(`Delete "${node.conversation.title || 'Untitled'}"? This cannot be undone.`, { modal: true }, 'Delete');
+    if (ok !== 'Delete') return;
+    await client.request(Methods.conversationsDelete, { conversationId: node.conversation.id });
+    if (controller.model.conversation?.id === node.conversation.id) controller.newConversation();
+    await history.refresh();
+  });
+  reg('ochat.history.export', async (node?: HistoryNode) => {
+    const id = await nodeConversation(node);
+    if (!id) return;
+    let text: string;
+    let ext = 'jsonl';
+    try {
+      const res = await client.request<{ content?: string; lines?: string[]; events?: unknown[] }>(Methods.exportConversation, { conversationId: id });
+      text = res.content ?? res.lines?.join('\n') ?? (res.events ?? []).map((e) => JSON.stringify(e)).join('\n');
+    } catch {
+      const res = await client.request(Methods.conversationsGet, { conversationId: id });
+      text = JSON.stringify(res, null, 2);
+      ext = 'json';
+    }
+    const target = await vscode.window.showSaveDialog({
+      defaultUri: vscode.Uri.joinPath(vscode.workspace.workspaceFolders?.[0]?.uri ?? vscode.Uri.file(folder), `ochat-${id}.${ext}`),
+    });
+    if (!target) return;
+    await vscode.workspace.fs.writeFile(target, new TextEncoder().encode(text));
+    void vscode.window.showInformationMessage(`ochat: exported to ${vscode.workspace.asRelativePath(target)}`);
+  });
+  return { client, controller, history };
+}
+
+export function deactivate(): void {
+  /* disposables stop the client (shutdown + exit) */
+}

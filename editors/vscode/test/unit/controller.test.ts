@@ -1,0 +1,158 @@
+import './fakeVscode';
+import { test, beforeEach } from 'node:test';
+import * as assert from 'node:assert/strict';
+import { recorded, reset } from './fakeVscode';
+import { FakeRpc } from './fakeRpc';
+import { ChatController } from '../../src/ui/chatController';
+import type { HostMessage } from '../../src/ui/messages';
+import type { PermissionParams } from '../../src/model/protocol';
+
+class Sink {
+  posted: HostMessage[] = [];
+  shown = true;
+  revealed = 0;
+  post(m: HostMessage) { this.posted.push(m); }
+  visible() { return this.shown; }
+  reveal() { this.revealed++; }
+  types() { return this.posted.map((m) => m.type); }
+}
+
+const tick = () => new Promise((r) => setImmediate(r));
+
+function setup() {
+  const rpc = new FakeRpc();
+  rpc.handlers.set('ochat/agents/list', () => ({ agents: [{ name: 'gemini', available: false, reason: 'not on PATH' }, { name: 'test', available: true }] }));
+  rpc.handlers.set('ochat/chat/send', () => ({ conversationId: 'C1', userMessageId: 'U1', assistantMessageId: 'A1', turnId: 'A1' }));
+  rpc.handlers.set('ochat/permission/respond', () => ({}));
+  rpc.handlers.set('ochat/subscribe', (p) => ({ conversation: { id: p.conversationId, title: 'old', createdAt: 1, updatedAt: 2 }, messages: [{ id: 'U0', role: 'user', timestamp: 1, content: 'before' }], permissions: [] }));
+  rpc.handlers.set('ochat/unsubscribe', () => ({}));
+  let historyChanges = 0;
+  const c = new ChatController(rpc, { historyChanged: () => historyChanges++, now: () => 5000 });
+  const sink = new Sink();
+  c.attach(sink);
+  return { rpc, c, sink, history: () => historyChanges };
+}
+
+const perm: PermissionParams = {
+  permissionId: 'P1', conversationId: 'C1', turnId: 'A1', agent: 'test',
+  toolCall: { type: 'tool', id: 'w1', name: 'Write notes.txt', input: { path: 'notes.txt' } },
+  fileChanges: [{ type: 'fileChange', path: '/ws/notes.txt', additions: 1, deletions: 0, diff: '--- a\n+++ b\n@@ -0,0 +1 @@\n+hello' }],
+  options: [{ optionId: 'allow', name: 'Allow', kind: 'allow_once' }, { optionId: 'reject', name: 'Reject', kind: 'reject_once' }],
+};
+
+beforeEach(() => reset());
+
+test('agents list picks the first available agent', async () => {
+  const { c, sink } = setup();
+  await c.refreshAgents();
+  assert.equal(c.selectedAgent, 'test');
+  assert.deepEqual(sink.posted.at(-1), { type: 'agents', agents: c.agents, selectedAgent: 'test' });
+});
+
+test('send without a conversation creates one and streams events into it', async () => {
+  const { rpc, c, sink, history } = setup();
+  await c.refreshAgents();
+  // An event can arrive before the send answer: it must not be lost.
+  rpc.handlers.set('ochat/chat/send', () => {
+    rpc.notify('ochat/event', { conversationId: 'C1', turnId: 'A1', messageId: 'A1', agent: 'test', event: { type: 'content.delta', seq: 1, delta: 'Hi' } });
+    return { conversationId: 'C1', userMessageId: 'U1', assistantMessageId: 'A1', turnId: 'A1' };
+  });
+  await c.handle({ type: 'send', text: 'PLAIN hi', agent: 'test' });
+  assert.deepEqual(rpc.requests.find((r) => r.method === 'ochat/chat/send')!.params, { conversationId: undefined, agent: 'test', text: 'PLAIN hi', attachments: undefined });
+  assert.equal(c.model.conversation?.id, 'C1');
+  assert.deepEqual(c.model.messages.map((m) => m.id), ['U1', 'A1']);
+  assert.equal(c.model.message('A1')!.segments![0].content, 'Hi');
+  rpc.notify('ochat/event', { conversationId: 'C1', turnId: 'A1', messageId: 'A1', agent: 'test', event: { type: 'content.delta', seq: 2, delta: ' there' } });
+  rpc.notify('ochat/event', { conversationId: 'C1', turnId: 'A1', messageId: 'A1', agent: 'test', event: { type: 'content.delta', seq: 2, delta: ' there' } });
+  rpc.notify('ochat/event', { conversationId: 'C1', turnId: 'A1', messageId: 'A1', agent: 'test', event: { type: 'turn.completed', seq: 3, stopReason: 'end_turn' } });
+  assert.equal(c.model.message('A1')!.segments![0].content, 'Hi there', 'duplicate seq dropped');
+  assert.equal(c.model.running, undefined);
+  assert.equal(sink.posted.filter((m) => m.type === 'event').length, 3);
+  assert.ok(history() >= 2, 'history refreshed on send and on turn end');
+});
+
+test('permission: inline in the view, answered from the webview, closed on permissionResolved', async () => {
+  const { rpc, c, sink } = setup();
+  await c.send('WRITE notes.txt hello', 'test');
+  rpc.notify('ochat/permission', perm);
+  assert.equal(sink.posted.at(-1)!.type, 'permission');
+  assert.equal(recorded.messages.length, 0, 'no notification while the chat is visible');
+  await c.handle({ type: 'respondPermission', permissionId: 'P1', optionId: 'allow' });
+  assert.deepEqual(rpc.requests.at(-1), { method: 'ochat/permission/respond', params: { permissionId: 'P1', optionId: 'allow' } });
+  rpc.notify('ochat/permissionResolved', { permissionId: 'P1', conversationId: 'C1', optionId: 'allow', outcome: 'selected' });
+  assert.equal(sink.posted.at(-1)!.type, 'permissionResolved');
+  assert.equal(c.model.permissions.size, 0);
+});
+
+test('permission: a notification with one button per option when the chat is hidden', async () => {
+  const { rpc, c, sink } = setup();
+  await c.send('WRITE notes.txt hello', 'test');
+  sink.shown = false;
+  recorded.answers.push('Reject');
+  rpc.notify('ochat/permission', perm);
+  await tick();
+  const n = recorded.messages[0];
+  assert.match(n.text, /test asks permission: Write notes\.txt \(1 file: \/ws\/notes\.txt\)/);
+  assert.deepEqual(n.items, ['Allow', 'Reject', 'Show in Chat']);
+  await tick();
+  assert.deepEqual(rpc.requests.at(-1), { method: 'ochat/permission/respond', params: { permissionId: 'P1', optionId: 'reject' } });
+});
+
+test('permission: a late click after another client answered sends nothing', async () => {
+  const { rpc, c, sink } = setup();
+  await c.send('x', 'test');
+  sink.shown = false;
+  recorded.manual = true;
+  rpc.notify('ochat/permission', perm);
+  rpc.notify('ochat/permissionResolved', { permissionId: 'P1', conversationId: 'C1', optionId: 'allow', outcome: 'selected' });
+  const before = rpc.requests.length;
+  recorded.messages[0].resolve('Allow');
+  await tick();
+  await tick();
+  assert.equal(rpc.requests.length, before);
+});
+
+test('open subscribes read-only, switching unsubscribes the previous conversation, reconnect re-subscribes', async () => {
+  const { rpc, c, sink } = setup();
+  await c.open('C7', { readOnly: true });
+  assert.equal(c.model.readOnly, true);
+  const init = sink.posted.at(-1) as Extract<HostMessage, { type: 'init' }>;
+  assert.equal(init.type, 'init');
+  assert.equal(init.snapshot.conversation?.id, 'C7');
+  assert.equal(init.snapshot.readOnly, true);
+  await c.open('C8');
+  assert.deepEqual(rpc.requests.find((r) => r.method === 'ochat/unsubscribe')?.params, { conversationId: 'C7' });
+  const n = rpc.requests.filter((r) => r.method === 'ochat/subscribe').length;
+  await c.reconnected();
+  assert.equal(rpc.requests.filter((r) => r.method === 'ochat/subscribe').length, n + 1);
+  assert.equal(c.model.conversation?.id, 'C8');
+  rpc.notify('ochat/resync', { conversationId: 'C8', reason: 'slow client' });
+  await tick();
+  assert.equal(rpc.requests.filter((r) => r.method === 'ochat/subscribe').length, n + 2);
+});
+
+test('ready from a reloaded webview restores its conversation', async () => {
+  const { rpc, c } = setup();
+  await c.handle({ type: 'ready', conversationId: 'C9' });
+  assert.deepEqual(rpc.requests.at(-1), { method: 'ochat/subscribe', params: { conversationId: 'C9' } });
+  assert.equal(c.model.conversation?.id, 'C9');
+});
+
+test('errors of a webview action are posted back, not thrown', async () => {
+  const { rpc, c, sink } = setup();
+  rpc.handlers.set('ochat/chat/send', () => { throw Object.assign(new Error('a turn is already running'), { code: -32003 }); });
+  await c.handle({ type: 'send', text: 'x' });
+  assert.deepEqual(sink.posted.at(-1), { type: 'error', message: 'a turn is already running' });
+  assert.equal(recorded.messages.at(-1)?.level, 'error');
+});
+
+test('agent state of the open conversation reaches the view; @ mentions search files', async () => {
+  const { rpc, c, sink } = setup();
+  await c.open('C1');
+  rpc.notify('ochat/agentState', { conversationId: 'C1', agent: 'test', commands: [{ name: 'review' }] });
+  rpc.notify('ochat/agentState', { conversationId: 'OTHER', agent: 'test', commands: [] });
+  assert.deepEqual(c.model.agentState.test.commands, [{ name: 'review' }]);
+  recorded.files = ['src/main.go', 'README.md', 'src/lib/mainlib.go'];
+  await c.handle({ type: 'mention', query: 'main' });
+  assert.deepEqual(sink.posted.at(-1), { type: 'mentionResults', query: 'main', files: ['src/main.go', 'src/lib/mainlib.go'] });
+});

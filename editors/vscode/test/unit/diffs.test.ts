@@ -1,0 +1,87 @@
+import './fakeVscode';
+import { test } from 'node:test';
+import * as assert from 'node:assert/strict';
+import { recorded, reset, type WorkspaceEdit } from './fakeVscode';
+import { lineDiff, parseUnifiedDiff, sidesFromUnifiedDiff } from '../../src/model/diffText';
+import { DiffDocuments, applyChange, handleApplyEdit, openDiff, reviewTurn, sides, toWorkspaceEdit } from '../../src/ui/diffs';
+import { ConversationModel } from '../../src/model/conversation';
+import { splitBlocks } from '../../webview/blocks';
+
+const diff = '--- a/a.txt\n+++ b/a.txt\n@@ -1,3 +1,3 @@\n one\n-two\n+TWO\n three\n@@ -9,1 +9,2 @@\n nine\n+ten\n';
+
+test('sidesFromUnifiedDiff keeps context, splits removed and added lines', () => {
+  assert.deepEqual(sidesFromUnifiedDiff(diff), { before: 'one\ntwo\nthree\n…\nnine\n', after: 'one\nTWO\nthree\n…\nnine\nten\n' });
+});
+
+test('parseUnifiedDiff classifies lines', () => {
+  assert.deepEqual(parseUnifiedDiff(diff).map((l) => l.kind), ['meta', 'meta', 'hunk', 'ctx', 'del', 'add', 'ctx', 'hunk', 'ctx', 'add']);
+});
+
+test('lineDiff is an LCS line diff', () => {
+  assert.deepEqual(lineDiff('a\nb\nc', 'a\nc\nd').map((l) => l.text), [' a', '-b', ' c', '+d']);
+  assert.deepEqual(lineDiff('', 'x').map((l) => l.text), ['+x']);
+});
+
+test('sides prefers texts, falls back to hunks', () => {
+  assert.deepEqual(sides({ type: 'fileChange', oldText: null, newText: 'n' }), { before: '', after: 'n', partial: false });
+  assert.equal(sides({ type: 'fileChange', diff }).partial, true);
+});
+
+test('openDiff opens vscode.diff on two virtual documents', async () => {
+  reset();
+  const docs = new DiffDocuments();
+  await openDiff(docs, { type: 'fileChange', path: '/ws/src/a.ts', oldText: 'old', newText: 'new', additions: 1, deletions: 1 });
+  const call = recorded.commands.at(-1)!;
+  assert.equal(call.id, 'vscode.diff');
+  const [left, right, title] = call.args as [{ scheme: string; path: string }, unknown, string];
+  assert.equal(left.scheme, 'ochat-diff');
+  assert.equal(left.path, '/src/a.ts');
+  assert.equal(docs.provideTextDocumentContent(left as never), 'old');
+  assert.equal(docs.provideTextDocumentContent(right as never), 'new');
+  assert.equal(title, 'a.ts (ochat +1 −1)');
+});
+
+test('applyChange: revert of a created file deletes it; revert of unknown text refuses', async () => {
+  reset();
+  assert.equal(await applyChange({ type: 'fileChange', path: '/ws/new.txt', oldText: null, newText: 'x' }, 'revert'), true);
+  assert.deepEqual((recorded.edits[0] as WorkspaceEdit).ops.map((o) => o.op), ['delete']);
+  assert.equal(await applyChange({ type: 'fileChange', path: 'rel.txt', diff }, 'revert'), false);
+  assert.equal(recorded.messages.at(-1)?.level, 'warning');
+  assert.equal(await applyChange({ type: 'fileChange', path: 'rel.txt', oldText: 'x', newText: 'old' }, 'apply'), true);
+  const op = (recorded.edits[1] as WorkspaceEdit).ops[0];
+  assert.equal(op.op, 'create');
+  assert.equal((op as { uri: string }).uri, 'file:///ws/rel.txt');
+});
+
+test('reviewTurn walks every file of the turn until Stop', async () => {
+  reset();
+  const m = new ConversationModel();
+  m.put({ id: 'A', role: 'assistant', timestamp: 1, segments: [
+    { type: 'fileChange', path: '/ws/a', oldText: '1', newText: '2' },
+    { type: 'fileChange', path: '/ws/b', oldText: '1', newText: '2' },
+    { type: 'fileChange', path: '/ws/c', oldText: '1', newText: '2' },
+  ] });
+  recorded.answers.push('Next', 'Stop');
+  const shown = await reviewTurn(new DiffDocuments(), m, 'A');
+  assert.equal(shown, 2);
+  assert.deepEqual(recorded.messages.map((x) => x.text), ['Review 1/3: a (+0 −0)', 'Review 2/3: b (+0 −0)']);
+});
+
+test('workspace/applyEdit: LSP WorkspaceEdit is converted and applied', async () => {
+  reset();
+  const e = toWorkspaceEdit({
+    changes: { 'file:///ws/a.txt': [{ range: { start: { line: 0, character: 0 }, end: { line: 0, character: 3 } }, newText: 'abc' }] },
+    documentChanges: [
+      { kind: 'create', uri: 'file:///ws/n.txt' },
+      { textDocument: { uri: 'file:///ws/n.txt', version: null }, edits: [{ range: { start: { line: 0, character: 0 }, end: { line: 0, character: 0 } }, newText: 'hi' }] },
+      { kind: 'delete', uri: 'file:///ws/old.txt' },
+    ],
+  }) as unknown as WorkspaceEdit;
+  assert.deepEqual(e.ops.map((o) => o.op), ['replace', 'create', 'replace', 'delete']);
+  assert.deepEqual(await handleApplyEdit({ edit: { changes: {} } }), { applied: true });
+});
+
+test('splitBlocks splits at blank lines outside fences', () => {
+  assert.deepEqual(splitBlocks('# T\n\npara one\nline\n\n```go\na\n\nb\n```\n\n- x\n- y\n'), ['# T', 'para one\nline', '```go\na\n\nb\n```', '- x\n- y']);
+  assert.deepEqual(splitBlocks('~~~\nopen fence\n\nstill code'), ['~~~\nopen fence\n\nstill code']);
+});
