@@ -2,8 +2,10 @@ package history
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"reflect"
+	"sync"
 	"testing"
 
 	"github.com/ochat-dev/ochat/transcript"
@@ -214,5 +216,75 @@ func TestMessageRoundTrip(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, []transcript.Message{userMsg, full}) {
 		t.Fatalf("round trip changed the messages:\n got %+v\nwant %+v", got, []transcript.Message{userMsg, full})
+	}
+}
+
+func TestConcurrentUse(t *testing.T) {
+	s := openTemp(t)
+	const writers, perWriter = 4, 25
+	for w := range writers {
+		mustCreate(t, s, fmt.Sprintf("c%d", w))
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, writers+2)
+	stop := make(chan struct{})
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			conv := fmt.Sprintf("c%d", w)
+			for i := range perWriter {
+				m := assistant(fmt.Sprintf("m%03d", i), "claude", transcript.StatusStreaming, "x")
+				if i%5 == 4 {
+					m.Status = transcript.StatusCompleted
+				}
+				if err := s.PutMessage(conv, m, int64(i)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	var readers sync.WaitGroup
+	for range 2 {
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := s.ListConversations(); err != nil {
+					errs <- err
+					return
+				}
+				if _, err := s.Messages("c0"); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	readers.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for w := range writers {
+		ms, err := s.Messages(fmt.Sprintf("c%d", w))
+		if err != nil || len(ms) != perWriter {
+			t.Fatalf("c%d: %d messages, %v", w, len(ms), err)
+		}
+	}
+	// Every fifth message completed; the rest are still streaming.
+	if n, err := s.MarkInterrupted(1); err != nil || n != writers*perWriter*4/5 {
+		t.Fatalf("MarkInterrupted = %d, %v", n, err)
+	}
+	if err := s.Check(); err != nil {
+		t.Fatal(err)
 	}
 }
