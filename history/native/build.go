@@ -25,10 +25,13 @@ type builder struct {
 	// absorbed are tool calls mapped to something other than a tool segment
 	// (a plan); their results are dropped.
 	absorbed map[string]bool
+	// children maps a child (subagent) session id to the tool call that
+	// started it.
+	children map[string]string
 }
 
 func newBuilder(t *Transcript, agent string) *builder {
-	return &builder{t: t, agent: agent, cur: -1, tools: map[string]int{}, absorbed: map[string]bool{}}
+	return &builder{t: t, agent: agent, cur: -1, tools: map[string]int{}, absorbed: map[string]bool{}, children: map[string]string{}}
 }
 
 func (b *builder) lastID() string {

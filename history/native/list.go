@@ -57,6 +57,7 @@ var stores = []store{
 	{AgentClaude, listClaude},
 	{AgentCodex, listCodex},
 	{AgentGemini, listGemini},
+	{AgentOpenCode, listOpenCode},
 }
 
 // metaFunc extracts listing metadata from one session file. ok=false drops
@@ -202,6 +203,9 @@ func Read(ctx context.Context, env Env, ref string) (*Transcript, error) {
 	if ref == "" {
 		return nil, errors.New("read native session: empty reference")
 	}
+	if db, id, ok := strings.Cut(ref, "#"); ok && strings.HasSuffix(db, ".db") {
+		return ReadOpenCode(ctx, db, id)
+	}
 	if strings.ContainsRune(ref, os.PathSeparator) || strings.HasSuffix(ref, ".jsonl") || strings.HasSuffix(ref, ".json") || strings.HasSuffix(ref, ".zst") {
 		return ReadFile(ctx, ref)
 	}
@@ -225,6 +229,8 @@ func ReadFile(ctx context.Context, path string) (*Transcript, error) {
 		return ReadCodex(path)
 	case AgentGemini:
 		return ReadGemini(path)
+	case AgentOpenCode:
+		return ReadOpenCodeJSON(path)
 	}
 	return nil, fmt.Errorf("read native session %s: unknown store format", path)
 }
@@ -285,6 +291,11 @@ func readByID(ctx context.Context, env Env, id string) (*Transcript, error) {
 	}
 	if p := findGeminiByID(env, id); p != "" {
 		return ReadGemini(p)
+	}
+	if strings.HasPrefix(id, "ses_") {
+		if t, err := findOpenCodeByID(ctx, env, id); err == nil {
+			return t, nil
+		}
 	}
 	return nil, fmt.Errorf("read native session %q: %w", id, ErrNotFound)
 }
