@@ -1,0 +1,312 @@
+package agents
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ochat-dev/ochat/transcript"
+)
+
+func mustUpdate(t testing.TB, s string) *rawUpdate {
+	t.Helper()
+	u, err := decodeUpdate([]byte(s))
+	if err != nil {
+		t.Fatalf("decode %s: %v", s, err)
+	}
+	return u
+}
+
+// fakeClock advances 10 ms per reading.
+func fakeClock() func() time.Time {
+	now := time.Unix(1_800_000_000, 0)
+	return func() time.Time {
+		now = now.Add(10 * time.Millisecond)
+		return now
+	}
+}
+
+func TestApplyKinds(t *testing.T) {
+	tests := []struct {
+		name   string
+		update string
+		live   bool
+		events string // JSON of the events, "" = none
+		state  string // JSON of the state, "" = none
+	}{
+		{"message", `{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}`, true,
+			`[{"type":"content.delta","delta":"hi"}]`, ""},
+		{"thought", `{"sessionUpdate":"agent_thought_chunk","content":{"type":"text","text":"hm"}}`, true,
+			`[{"type":"reasoning.delta","delta":"hm"}]`, ""},
+		{"link", `{"sessionUpdate":"agent_message_chunk","content":{"type":"resource_link","uri":"file:///a","name":"a"}}`, true,
+			`[{"type":"content.delta","delta":"[a](file:///a)"}]`, ""},
+		{"image", `{"sessionUpdate":"agent_message_chunk","content":{"type":"image","data":"AA","mimeType":"image/png"}}`, true, "", ""},
+		{"replayed message", `{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"old"}}`, false, "", ""},
+		{"user chunk", `{"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"me"}}`, true, "", ""},
+		{"unknown kind shaped like a chunk", `{"sessionUpdate":"brand_new_kind","content":{"type":"text","text":"x"}}`, true, "", ""},
+		{"no kind", `{"content":{"type":"text","text":"x"}}`, true, "", ""},
+		{"plan", `{"sessionUpdate":"plan","entries":[{"content":"a","status":"pending","priority":"high"}]}`, true,
+			`[{"type":"plan.updated","entries":[{"content":"a","status":"pending","priority":"high"}]}]`, ""},
+		{"empty plan", `{"sessionUpdate":"plan","entries":[]}`, true, `[{"type":"plan.updated"}]`, ""},
+		{"commands", `{"sessionUpdate":"available_commands_update","availableCommands":[{"name":"init","description":"d"},{"name":5}]}`, false,
+			"", `{"commands":[{"description":"d","name":"init"}]}`},
+		{"mode", `{"sessionUpdate":"current_mode_update","currentModeId":"plan"}`, true,
+			"", `{"modes":{"availableModes":null,"currentModeId":"plan"}}`},
+		{"config", `{"sessionUpdate":"config_option_update","configOptions":[{"id":"m","name":"M","type":"select","currentValue":"a","options":[{"value":"a","name":"A"}]}]}`, true,
+			"", `{"configOptions":[{"currentValue":"a","id":"m","name":"M","options":[{"name":"A","value":"a"}],"type":"select"}]}`},
+		{"usage", `{"sessionUpdate":"usage_update","used":5,"size":100,"cost":{"amount":0.5,"currency":"USD"}}`, true,
+			"", `{"usage":{"used":5,"size":100,"cost":0.5}}`},
+		{"usage without cost", `{"sessionUpdate":"usage_update","used":5,"size":100}`, true, "", `{"usage":{"used":5,"size":100}}`},
+		{"title", `{"sessionUpdate":"session_info_update","title":"T"}`, true, "", `{"title":"T"}`},
+		{"title null", `{"sessionUpdate":"session_info_update","title":null}`, true, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out := newMapper(fakeClock()).apply(mustUpdate(t, tt.update), tt.live)
+			got := ""
+			if len(out.events) > 0 {
+				got = mustJSON(t, out.events)
+			}
+			if got != tt.events {
+				t.Errorf("events = %s, want %s", got, tt.events)
+			}
+			got = ""
+			if out.state != nil {
+				got = mustJSON(t, out.state)
+			}
+			if got != tt.state {
+				t.Errorf("state = %s, want %s", got, tt.state)
+			}
+		})
+	}
+}
+
+// TestToolMerge checks the upsert rules: present fields overwrite, missing
+// fields keep, any arrival order.
+func TestToolMerge(t *testing.T) {
+	tests := []struct {
+		name    string
+		updates []string
+		want    transcript.Segment
+	}{
+		{"create then complete", []string{
+			`{"sessionUpdate":"tool_call","toolCallId":"t","title":"Run","kind":"execute","status":"pending","rawInput":{"cmd":"ls"}}`,
+			`{"sessionUpdate":"tool_call_update","toolCallId":"t","status":"in_progress"}`,
+			`{"sessionUpdate":"tool_call_update","toolCallId":"t","status":"completed","rawOutput":{"stdout":"a\n","stderr":""}}`,
+		}, transcript.Segment{Name: "Run", ProviderKind: "execute", Status: "completed", Input: json.RawMessage(`{"cmd":"ls"}`), Output: "a\n", DurationMs: 20}},
+		{"update before create", []string{
+			`{"sessionUpdate":"tool_call_update","toolCallId":"t","status":"in_progress","rawInput":{"x":1}}`,
+			`{"sessionUpdate":"tool_call","toolCallId":"t","title":"Late create","kind":"read"}`,
+		}, transcript.Segment{Name: "Late create", ProviderKind: "read", Status: "running", Input: json.RawMessage(`{"x":1}`)}},
+		{"create twice", []string{
+			`{"sessionUpdate":"tool_call","toolCallId":"t","title":"A","kind":"read","status":"pending"}`,
+			`{"sessionUpdate":"tool_call","toolCallId":"t","title":"B"}`,
+		}, transcript.Segment{Name: "B", ProviderKind: "read", Status: "pending"}},
+		{"empty input does not erase", []string{
+			`{"sessionUpdate":"tool_call","toolCallId":"t","rawInput":{"a":1}}`,
+			`{"sessionUpdate":"tool_call_update","toolCallId":"t","rawInput":{}}`,
+		}, transcript.Segment{Status: "pending", Input: json.RawMessage(`{"a":1}`)}},
+		{"content replaces output", []string{
+			`{"sessionUpdate":"tool_call","toolCallId":"t","content":[{"type":"content","content":{"type":"text","text":"old"}}]}`,
+			`{"sessionUpdate":"tool_call_update","toolCallId":"t","content":[{"type":"content","content":{"type":"text","text":"new"}},{"type":"content","content":{"type":"text","text":"more"}}]}`,
+		}, transcript.Segment{Status: "pending", Output: "new\nmore"}},
+		{"failed", []string{
+			`{"sessionUpdate":"tool_call","toolCallId":"t","status":"in_progress"}`,
+			`{"sessionUpdate":"tool_call_update","toolCallId":"t","status":"failed","rawOutput":"boom"}`,
+		}, transcript.Segment{Status: "error", Output: "boom", Error: "boom", DurationMs: 10}},
+		{"unknown status keeps", []string{
+			`{"sessionUpdate":"tool_call","toolCallId":"t","status":"in_progress"}`,
+			`{"sessionUpdate":"tool_call_update","toolCallId":"t","status":"paused"}`,
+		}, transcript.Segment{Status: "running"}},
+		{"raw output object", []string{
+			`{"sessionUpdate":"tool_call_update","toolCallId":"t","rawOutput":{"exit":1}}`,
+		}, transcript.Segment{Status: "pending", Output: `{"exit":1}`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newMapper(fakeClock())
+			var last transcript.Segment
+			for _, u := range tt.updates {
+				out := m.apply(mustUpdate(t, u), true)
+				last = *out.events[0].Segment
+			}
+			tt.want.Type, tt.want.ID = transcript.SegTool, "t"
+			if got, want := mustJSON(t, last), mustJSON(t, tt.want); got != want {
+				t.Errorf("merged = %s\nwant     %s", got, want)
+			}
+		})
+	}
+}
+
+func TestFileChanges(t *testing.T) {
+	m := newMapper(fakeClock())
+	create := `{"sessionUpdate":"tool_call","toolCallId":"e","kind":"edit","content":[
+		{"type":"diff","path":"/w/a.go","oldText":"a\nb\nc\n","newText":"a\nB\nc\nd\n"},
+		{"type":"diff","path":"/w/new.go","newText":"x\n"},
+		{"type":"diff","path":"/w/null.go","oldText":null,"newText":"y\n"},
+		{"type":"diff","path":"/w/empty.go","oldText":"","newText":"z\n"},
+		{"type":"diff","path":"","newText":"ignored"}]}`
+	out := m.apply(mustUpdate(t, create), true)
+	if len(out.events) != 5 {
+		t.Fatalf("events = %d, want tool + 4 fileChanges", len(out.events))
+	}
+	want := []struct {
+		path       string
+		adds, dels int
+		old        string // "<nil>" for nil
+	}{
+		{"/w/a.go", 2, 1, "a\nb\nc\n"}, {"/w/new.go", 1, 0, "<nil>"}, {"/w/null.go", 1, 0, "<nil>"}, {"/w/empty.go", 1, 0, ""},
+	}
+	for i, w := range want {
+		fc := out.events[i+1].Segment
+		old := "<nil>"
+		if fc.OldText != nil {
+			old = *fc.OldText
+		}
+		if fc.Type != transcript.SegFileChange || fc.Path != w.path || *fc.Additions != w.adds || *fc.Deletions != w.dels || old != w.old || fc.ToolCallID != "e" {
+			t.Errorf("fileChange %d = %+v (old %q)", i, fc, old)
+		}
+	}
+	// The same diff again is not re-emitted; a changed one is.
+	again := `{"sessionUpdate":"tool_call_update","toolCallId":"e","status":"completed","content":[
+		{"type":"diff","path":"/w/new.go","newText":"x\n"},{"type":"diff","path":"/w/null.go","oldText":null,"newText":"y2\n"}]}`
+	out = m.apply(mustUpdate(t, again), true)
+	if len(out.events) != 2 || out.events[1].Segment.Path != "/w/null.go" {
+		t.Errorf("second update events = %s", mustJSON(t, out.events))
+	}
+	if out.events[0].Segment.Output != "" {
+		t.Errorf("diff content became output: %q", out.events[0].Segment.Output)
+	}
+}
+
+func TestCloseOpen(t *testing.T) {
+	m := newMapper(fakeClock())
+	m.beginTurn()
+	for _, u := range []string{
+		`{"sessionUpdate":"tool_call","toolCallId":"b","status":"in_progress"}`,
+		`{"sessionUpdate":"tool_call","toolCallId":"a","status":"pending"}`,
+		`{"sessionUpdate":"tool_call","toolCallId":"c","status":"completed"}`,
+	} {
+		m.apply(mustUpdate(t, u), true)
+	}
+	evs := m.closeOpen(ToolErrCancelled)
+	if len(evs) != 2 || evs[0].Segment.ID != "a" || evs[1].Segment.ID != "b" {
+		t.Fatalf("closed = %s", mustJSON(t, evs))
+	}
+	for _, e := range evs {
+		if e.Segment.Status != "error" || e.Segment.Error != ToolErrCancelled {
+			t.Errorf("closed tool = %+v", e.Segment)
+		}
+	}
+	if again := m.closeOpen(ToolErrCancelled); len(again) != 0 {
+		t.Errorf("closed twice: %v", again)
+	}
+	m.beginTurn()
+	if len(m.tools) != 0 {
+		t.Errorf("finished tools kept: %d", len(m.tools))
+	}
+	// Tools of an earlier turn are not closed by a later one.
+	m.apply(mustUpdate(t, `{"sessionUpdate":"tool_call","toolCallId":"d","status":"in_progress"}`), true)
+	m.tools["d"].inTurn = false
+	if evs := m.closeOpen(ToolErrTurnEnded); len(evs) != 0 {
+		t.Errorf("closed a tool of another turn: %v", evs)
+	}
+}
+
+func TestCountLines(t *testing.T) {
+	s := func(v string) *string { return &v }
+	tests := []struct {
+		old, new   *string
+		adds, dels int
+	}{
+		{nil, nil, 0, 0},
+		{nil, s("a\nb\n"), 2, 0},
+		{s("a\nb"), nil, 0, 2},
+		{s(""), s("a\n"), 1, 0},
+		{s("a\nb\nc\n"), s("a\nc\n"), 0, 1},
+		{s("a\nb\nc\n"), s("x\nb\ny\n"), 2, 2},
+		{s("same\n"), s("same\n"), 0, 0},
+		{s("a\nb\n"), s("b\na\n"), 1, 1},
+	}
+	for _, tt := range tests {
+		a, d := countLines(tt.old, tt.new)
+		if a != tt.adds || d != tt.dels {
+			t.Errorf("countLines(%v, %v) = +%d -%d, want +%d -%d", tt.old, tt.new, a, d, tt.adds, tt.dels)
+		}
+	}
+}
+
+func TestLineFilter(t *testing.T) {
+	var in bytes.Buffer
+	in.WriteString("not json\n")
+	in.WriteString("\n")
+	in.WriteString(`{"jsonrpc":"2.0","method":"session/update","params":{}}` + "\r\n")
+	in.WriteString(`{"broken":` + "\n")
+	in.WriteString(`{"jsonrpc":"2.0"}` + "\n")
+	in.WriteString(`{"jsonrpc":"2.0","method":"x","params":"` + strings.Repeat("y", maxLineBytes) + `"}` + "\n")
+	in.WriteString(`{"jsonrpc":"2.0","id":"a-b","result":{}}` + "\n")
+	in.WriteString(`{"jsonrpc":"2.0","id":7,"method":"session/request_permission","params":{}}`) // no final newline
+	f := newLineFilter(quietLogger())
+	pr, pw := io.Pipe()
+	go f.run(&in, pw)
+	got, err := io.ReadAll(pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"jsonrpc":"2.0","method":"session/update","params":{}}` + "\n" +
+		`{"jsonrpc":"2.0","id":"a-b","result":{}}` + "\n" +
+		`{"jsonrpc":"2.0","id":7,"method":"session/request_permission","params":{}}` + "\n"
+	if string(got) != want {
+		t.Errorf("forwarded:\n%s\nwant:\n%s", got, want)
+	}
+	if f.dropped != 4 || f.mark() != 1 {
+		t.Errorf("dropped %d, notifications %d", f.dropped, f.mark())
+	}
+}
+
+func TestTailBuffer(t *testing.T) {
+	tb := &tailBuffer{n: 16}
+	fmt.Fprint(tb, "first line\nsecond line\nthird\n")
+	if got := tb.String(); got != "third" {
+		t.Errorf("tail = %q", got)
+	}
+	tb2 := &tailBuffer{n: 100}
+	fmt.Fprint(tb2, "  short\n")
+	if got := tb2.String(); got != "short" {
+		t.Errorf("tail = %q", got)
+	}
+}
+
+// BenchmarkMapUpdate measures decoding plus mapping of one session/update
+// (the per-update cost on the live path, without I/O).
+func BenchmarkMapUpdate(b *testing.B) {
+	cases := map[string]string{
+		"chunk":      `{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Hello from the agent, a typical streamed chunk."}}`,
+		"toolUpdate": `{"sessionUpdate":"tool_call_update","toolCallId":"call_1","status":"in_progress","title":"Edit main.go","kind":"edit","rawInput":{"path":"main.go","content":"package main\n"}}`,
+		"diff":       `{"sessionUpdate":"tool_call_update","toolCallId":"call_1","status":"completed","content":[{"type":"diff","path":"/w/main.go","oldText":"package main\n\nfunc main() {}\n","newText":"package main\n\nfunc main() {\n\tprintln(1)\n}\n"}]}`,
+	}
+	for name, raw := range cases {
+		b.Run(name, func(b *testing.B) {
+			m := newMapper(nil)
+			params := []byte(`{"sessionId":"s","update":` + raw + `}`)
+			b.ReportAllocs()
+			b.SetBytes(int64(len(params)))
+			for b.Loop() {
+				var p updateParams
+				if err := json.Unmarshal(params, &p); err != nil {
+					b.Fatal(err)
+				}
+				u, err := decodeUpdate(p.Update)
+				if err != nil {
+					b.Fatal(err)
+				}
+				_ = m.apply(u, true)
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "updates/s")
+		})
+	}
+}
