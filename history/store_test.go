@@ -132,6 +132,32 @@ func TestOpenCreatesPrivateFile(t *testing.T) {
 	}
 }
 
+func TestOpenRestrictsWidePermissions(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ws")
+	path := filepath.Join(dir, "ochat.db")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for p, want := range map[string]os.FileMode{dir: 0o700, path: 0o600} {
+		if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != want {
+			t.Errorf("%s: mode %v (%v), want %v", p, fi.Mode().Perm(), err, want)
+		}
+	}
+}
+
 func TestOpenLocked(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ochat.db")
 	s, err := Open(path)
