@@ -86,8 +86,8 @@ func DefaultPath(workspace string) (string, error) {
 }
 
 // Open opens the store at path, creating its directory (mode 0700) and file
-// (mode 0600) if needed (an existing directory or file readable by others is
-// restricted to those modes), and the buckets of the current schema. If another
+// (mode 0600) if needed (an existing file readable by others is restricted
+// to 0600), and the buckets of the current schema. If another
 // process holds the file, it waits one second and returns an error wrapping
 // ErrLocked. A file written by a newer schema version, or one that is not a
 // bbolt database, is an error naming the path; the file is left untouched.
@@ -95,13 +95,12 @@ func Open(path string) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("open history %s: %w", path, err)
 	}
-	// The store holds the user's conversations: tighten a file or directory
-	// that was created (or copied) with wider permissions.
-	for p, mode := range map[string]os.FileMode{filepath.Dir(path): 0o700, path: 0o600} {
-		if fi, err := os.Stat(p); err == nil && fi.Mode().Perm()&0o077 != 0 {
-			if err := os.Chmod(p, mode); err != nil {
-				return nil, fmt.Errorf("open history %s: restrict permissions of %s: %w", path, p, err)
-			}
+	// The store holds the user's conversations: tighten a file that was
+	// created (or copied) with wider permissions. An existing directory is
+	// left alone: it may be a directory the user chose for other things.
+	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o077 != 0 {
+		if err := os.Chmod(path, 0o600); err != nil {
+			return nil, fmt.Errorf("open history %s: restrict permissions: %w", path, err)
 		}
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: lockTimeout})

