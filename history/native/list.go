@@ -58,6 +58,7 @@ var stores = []store{
 	{AgentCodex, listCodex},
 	{AgentGemini, listGemini},
 	{AgentOpenCode, listOpenCode},
+	{AgentPi, listPi},
 }
 
 // metaFunc extracts listing metadata from one session file. ok=false drops
@@ -231,6 +232,8 @@ func ReadFile(ctx context.Context, path string) (*Transcript, error) {
 		return ReadGemini(path)
 	case AgentOpenCode:
 		return ReadOpenCodeJSON(path)
+	case AgentPi:
+		return ReadPi(path)
 	}
 	return nil, fmt.Errorf("read native session %s: unknown store format", path)
 }
@@ -291,6 +294,9 @@ func readByID(ctx context.Context, env Env, id string) (*Transcript, error) {
 	}
 	if p := findGeminiByID(env, id); p != "" {
 		return ReadGemini(p)
+	}
+	if p := findPiByID(env, id); p != "" {
+		return ReadPi(p)
 	}
 	if strings.HasPrefix(id, "ses_") {
 		if t, err := findOpenCodeByID(ctx, env, id); err == nil {
