@@ -133,6 +133,10 @@ type Conn struct {
 	init acp.InitializeResponse
 
 	deliverMu sync.Mutex // orders Handler calls
+	// cancelMu orders session/cancel before the start of the next turn: a
+	// cancel for a turn that just ended is written before the next
+	// session/prompt can begin, never after it.
+	cancelMu sync.Mutex
 	mu        sync.Mutex // guards the fields below
 	sessions  map[string]*session
 	exitErr   error
@@ -740,10 +744,12 @@ func (c *Conn) State(sessionID string) State {
 // agent exits mid-turn the error is an *ExitError naming the exit status and
 // the tail of its stderr; an agent's JSON-RPC error is a *RequestError.
 func (c *Conn) Prompt(ctx context.Context, sessionID string, prompt []acp.ContentBlock) (stopReason string, err error) {
+	c.cancelMu.Lock()
 	c.mu.Lock()
 	s := c.sessionLocked(sessionID)
 	if s.turn != nil || s.loading {
 		c.mu.Unlock()
+		c.cancelMu.Unlock()
 		return "", fmt.Errorf("agent %s: session/prompt: session %s is busy", c.spec.Name, sessionID)
 	}
 	t := &turnState{}
@@ -751,6 +757,7 @@ func (c *Conn) Prompt(ctx context.Context, sessionID string, prompt []acp.Conten
 	s.replay = false
 	s.m.beginTurn()
 	c.mu.Unlock()
+	c.cancelMu.Unlock()
 
 	type result struct {
 		resp acp.PromptResponse
@@ -809,6 +816,8 @@ func (c *Conn) Prompt(ctx context.Context, sessionID string, prompt []acp.Conten
 // answers its pending permission requests with cancelled. Without a running
 // turn it does nothing, so a late cancel never reaches the next turn.
 func (c *Conn) Cancel(ctx context.Context, sessionID string) error {
+	c.cancelMu.Lock()
+	defer c.cancelMu.Unlock()
 	c.mu.Lock()
 	s := c.sessions[sessionID]
 	if s == nil || s.turn == nil {

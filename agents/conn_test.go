@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -797,3 +798,38 @@ func TestSetConfigOption(t *testing.T) {
 }
 
 func syscallKill0(pid int) error { return syscall.Kill(pid, 0) }
+
+// countHandler counts events; it is the cheapest possible Handler.
+type countHandler struct {
+	nopHandler
+	n atomic.Int64
+}
+
+func (h *countHandler) Event(string, transcript.Event) { h.n.Add(1) }
+
+// BenchmarkPromptFlood streams 10,000 agent_message_chunks per prompt turn
+// from the scripted agent through the whole client path (pipe, line filter,
+// SDK connection, mapping, Handler) and reports the sustained rate.
+func BenchmarkPromptFlood(b *testing.B) {
+	const n = 10000
+	h := &countHandler{}
+	c, err := Start(context.Background(), testSpec(nil), Options{Workspace: b.TempDir(), Handler: h, Logger: quietLogger()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	info, err := c.NewSession(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := c.Prompt(context.Background(), info.ID, prompt(fmt.Sprintf("FLOOD %d", n))); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if got := h.n.Load(); got != int64(n*b.N) {
+		b.Fatalf("delivered %d events, want %d", got, n*b.N)
+	}
+	b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "updates/s")
+}
