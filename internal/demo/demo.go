@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -133,7 +134,8 @@ func Run(ctx context.Context, o Options) (err error) {
 	chat := exec.CommandContext(ctx, o.Exe, chatArgs...)
 	chat.Env = w.env
 	chat.Dir = w.workspace
-	chat.Stdin, chat.Stdout, chat.Stderr = o.In, o.Out, o.Err
+	convID := &convIDWriter{w: o.Err}
+	chat.Stdin, chat.Stdout, chat.Stderr = o.In, o.Out, convID
 	chatErr := chat.Run()
 	say("")
 
@@ -152,7 +154,18 @@ func Run(ctx context.Context, o Options) (err error) {
 	if chatErr != nil {
 		return fmt.Errorf("demo: ochatd chat: %w (daemon log: %s)", chatErr, lastLines(w.logPath, 20))
 	}
-	say("• the model saw %d requests; the conversation was stored by the daemon", len(model.ModelRequests()))
+	say("• the fake model answered %d requests", len(model.ModelRequests()))
+	if id := convID.id(); id != "" {
+		say("• the daemon stored the conversation; `ochatd show` prints it back from the store:")
+		say("")
+		show := exec.CommandContext(ctx, o.Exe, "show", "--workspace", w.workspace, id)
+		show.Env = w.env
+		show.Dir = w.workspace
+		show.Stdout, show.Stderr = o.Out, o.Err
+		if err := show.Run(); err != nil {
+			return fmt.Errorf("demo: ochatd show: %w", err)
+		}
+	}
 	say("")
 	say("Next: configure a real agent (`ochatd agents` lists them) and run `ochatd chat \"your prompt\"` in a repository.")
 	return nil
@@ -243,6 +256,40 @@ func (w *world) startDaemon(ctx context.Context, exe string) (stop func(), err e
 			return nil, fmt.Errorf("ochatd serve did not open %s within 20 s: %s", sock, lastLines(w.logPath, 20))
 		}
 	}
+}
+
+// convIDWriter passes `ochatd chat`'s stderr through and remembers the
+// conversation id it prints ("conversation: ID").
+type convIDWriter struct {
+	w    io.Writer
+	mu   sync.Mutex
+	buf  []byte
+	last string
+}
+
+func (c *convIDWriter) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	c.buf = append(c.buf, p...)
+	for {
+		i := bytes.IndexByte(c.buf, '\n')
+		if i < 0 {
+			break
+		}
+		// The line may follow a question that had no newline.
+		line := string(c.buf[:i])
+		if j := strings.LastIndex(line, "conversation: "); j >= 0 {
+			c.last = strings.TrimSpace(line[j+len("conversation: "):])
+		}
+		c.buf = c.buf[i+1:]
+	}
+	c.mu.Unlock()
+	return c.w.Write(p)
+}
+
+func (c *convIDWriter) id() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.last
 }
 
 // lastLines returns the last n lines of a file, for error messages.

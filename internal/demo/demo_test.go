@@ -158,3 +158,17 @@ func TestNewWorld(t *testing.T) {
 		}
 	}
 }
+
+func TestConvIDWriter(t *testing.T) {
+	var out strings.Builder
+	w := &convIDWriter{w: &out}
+	for _, chunk := range []string{"codex asks permission\nchoose 1-2 (empty: cancel): ", "conver", "sation: 01ABC\n", "tail"} {
+		w.Write([]byte(chunk))
+	}
+	if w.id() != "01ABC" {
+		t.Errorf("id = %q", w.id())
+	}
+	if !strings.HasSuffix(out.String(), "01ABC\ntail") {
+		t.Errorf("passed through %q", out.String())
+	}
+}
