@@ -295,3 +295,46 @@ func validID(kind, id string) error {
 	}
 	return nil
 }
+
+// Stats is a summary of a store for `ochatd doctor` and logs.
+type Stats struct {
+	Path          string `json:"path"`
+	FileBytes     int64  `json:"fileBytes"`     // size of the database file, bytes
+	SchemaVersion int    `json:"schemaVersion"` // of the file
+	Conversations int    `json:"conversations"`
+	Messages      int    `json:"messages"`
+	Streaming     int    `json:"streaming"` // assistant messages still streaming (in flight, or found by MarkInterrupted)
+	Blobs         int    `json:"blobs"`
+	BlobBytes     int64  `json:"blobBytes"`
+	IndexEntries  int    `json:"indexEntries"` // native-session index cache
+}
+
+// Stats counts what the store holds. It reads every key once but decodes no
+// values.
+func (s *Store) Stats() (Stats, error) {
+	st := Stats{Path: s.path}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		st.FileBytes = tx.Size()
+		st.SchemaVersion, _ = strconv.Atoi(string(tx.Bucket(bucketMeta).Get(keySchema)))
+		st.Conversations = tx.Bucket(bucketConversations).Stats().KeyN
+		msgs := tx.Bucket(bucketMessages)
+		err := msgs.ForEachBucket(func(k []byte) error {
+			st.Messages += msgs.Bucket(k).Stats().KeyN
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		st.Streaming = tx.Bucket(bucketStreaming).Stats().KeyN
+		st.IndexEntries = tx.Bucket(bucketNativeIndex).Stats().KeyN
+		return tx.Bucket(bucketBlobs).ForEach(func(_, v []byte) error {
+			st.Blobs++
+			st.BlobBytes += int64(len(v))
+			return nil
+		})
+	})
+	if err != nil {
+		return Stats{}, fmt.Errorf("history stats %s: %w", s.path, err)
+	}
+	return st, nil
+}

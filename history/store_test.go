@@ -922,3 +922,32 @@ func countBucket(t testing.TB, s *Store, name []byte) int {
 	}
 	return n
 }
+
+func TestStats(t *testing.T) {
+	s := openTemp(t)
+	st, err := s.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (Stats{Path: s.Path(), FileBytes: st.FileBytes, SchemaVersion: SchemaVersion}); st != want || st.FileBytes <= 0 {
+		t.Fatalf("empty store stats %+v, want %+v", st, want)
+	}
+	mustCreate(t, s, "c1", "c2", "c3")
+	mustPut(t, s, "c1", 1, user("01A", "x"), assistant("01B", "claude", transcript.StatusStreaming, "y"))
+	mustPut(t, s, "c2", 1, user("01A", "x"))
+	if _, err := s.PutBlob([]byte("12345")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutIndexEntry("k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	st, err = s.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Stats{Path: s.Path(), FileBytes: st.FileBytes, SchemaVersion: 1, Conversations: 3, Messages: 3,
+		Streaming: 1, Blobs: 1, BlobBytes: 5, IndexEntries: 1}
+	if st != want {
+		t.Fatalf("stats %+v, want %+v", st, want)
+	}
+}
