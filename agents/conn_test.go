@@ -833,3 +833,30 @@ func BenchmarkPromptFlood(b *testing.B) {
 	}
 	b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "updates/s")
 }
+
+// TestStringRequestID: a permission request with a UUID string id (codex-acp)
+// is answered with the same id, verbatim.
+func TestStringRequestID(t *testing.T) {
+	f := start(t, nil, nil)
+	info := f.session(t)
+	f.prompt(t, info.ID, "UUIDPERM")
+	got := text(f.rec.eventsOf(info.ID), transcript.EvContentDelta)
+	var resp struct {
+		ID     json.RawMessage `json:"id"`
+		Result struct {
+			Outcome struct {
+				Outcome  string `json:"outcome"`
+				OptionID string `json:"optionId"`
+			} `json:"outcome"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal([]byte(got), &resp); err != nil {
+		t.Fatalf("agent saw %q: %v", got, err)
+	}
+	if string(resp.ID) != `"0b6b7a7e-5e1d-4c7a-9f3e-uuid-perm"` || resp.Result.Outcome.Outcome != "selected" || resp.Result.Outcome.OptionID != "approved" {
+		t.Errorf("response = %s", got)
+	}
+	if len(f.rec.perms) != 1 || f.rec.perms[0].ToolCall.ID != "uuid-tool" {
+		t.Errorf("perms = %+v", f.rec.perms)
+	}
+}

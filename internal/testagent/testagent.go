@@ -50,6 +50,8 @@
 //	FSREAD <path> [l] [n]  fs/read_text_file (line l, limit n) and answers the content,
 //	                       or "error <code>: <message>"
 //	FSWRITE <path> <text>  fs/write_text_file and answers "written" or the error
+//	UUIDPERM               a session/request_permission with a UUID string id, written
+//	                       raw; answers the client's raw response line
 //	CAPS                   answers the client capabilities of initialize as JSON
 //	anything else          "echo: <prompt text>"
 //
@@ -63,6 +65,8 @@
 package testagent
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -109,14 +113,40 @@ func Run(in io.Reader, out io.Writer, opt Options) error {
 	if opt.Exit == nil {
 		opt.Exit = os.Exit
 	}
-	a := &agent{opt: opt, out: &lockedWriter{w: out}, sessions: map[string]*session{}}
+	a := &agent{opt: opt, out: &lockedWriter{w: out}, sessions: map[string]*session{}, tap: make(chan string, 1)}
 	if err := a.loadState(); err != nil {
 		return err
 	}
-	a.conn = acp.NewAgentSideConnection(a, a.out, in)
+	// Lines answering our raw request (UUIDPERM) are taken off the stream
+	// before the SDK sees them; everything else passes through.
+	pr, pw := io.Pipe()
+	go func() {
+		br := bufio.NewReaderSize(in, 1<<20)
+		for {
+			line, err := br.ReadBytes('\n')
+			if len(line) > 0 {
+				if bytes.Contains(line, []byte(`"id":"`+rawPermID+`"`)) && !bytes.Contains(line, []byte(`"method"`)) {
+					select {
+					case a.tap <- string(bytes.TrimSpace(line)):
+					default:
+					}
+				} else if _, werr := pw.Write(line); werr != nil {
+					return
+				}
+			}
+			if err != nil {
+				pw.CloseWithError(err)
+				return
+			}
+		}
+	}()
+	a.conn = acp.NewAgentSideConnection(a, a.out, pr)
 	<-a.conn.Done()
 	return nil
 }
+
+// rawPermID is the string request id of the UUIDPERM permission request.
+const rawPermID = "0b6b7a7e-5e1d-4c7a-9f3e-uuid-perm"
 
 // lockedWriter makes every Write one atomic line on the shared stdout.
 type lockedWriter struct {
@@ -149,6 +179,7 @@ type agent struct {
 
 	mu         sync.Mutex
 	sessions   map[string]*session
+	tap        chan string // answers to the UUIDPERM raw request
 	clientCaps acp.ClientCapabilities
 	toolSeq    int
 }
@@ -614,6 +645,17 @@ func (a *agent) scenario(ctx context.Context, s *session, out *turnOut, word, re
 			out.say(errText(err))
 		} else {
 			out.say("written")
+		}
+	case "UUIDPERM":
+		a.raw(`{"jsonrpc":"2.0","id":"` + rawPermID + `","method":"session/request_permission","params":{"sessionId":` + strconv.Quote(s.ID) +
+			`,"toolCall":{"toolCallId":"uuid-tool","title":"Edit x","kind":"edit","status":"pending"},"options":[{"optionId":"approved","name":"Yes","kind":"allow_once"},{"optionId":"abort","name":"No","kind":"reject_once"}]}}`)
+		select {
+		case line := <-a.tap:
+			out.say(line)
+		case <-ctx.Done():
+			return acp.StopReasonCancelled, nil
+		case <-time.After(10 * time.Second):
+			out.say("no answer")
 		}
 	case "CAPS":
 		a.mu.Lock()
