@@ -90,7 +90,8 @@ func DefaultPath(workspace string) (string, error) {
 // to 0600), and the buckets of the current schema. If another
 // process holds the file, it waits one second and returns an error wrapping
 // ErrLocked. A file written by a newer schema version, or one that is not a
-// bbolt database, is an error naming the path; the file is left untouched.
+// bbolt database, is an error naming the path and how to fix it; the file's
+// content is left untouched.
 func Open(path string) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("open history %s: %w", path, err)
