@@ -482,7 +482,7 @@ func (c *Conn) lostErr(method string) error {
 func (c *Conn) sessionLocked(id string) *session {
 	s := c.sessions[id]
 	if s == nil {
-		s = &session{id: id, m: newMapper(nil), perms: make(map[*permWaiter]struct{})}
+		s = &session{id: id, m: newMapper(nil, c.root, c.realRoot), perms: make(map[*permWaiter]struct{})}
 		c.sessions[id] = s
 	}
 	return s

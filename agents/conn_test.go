@@ -417,6 +417,9 @@ func TestWritePermission(t *testing.T) {
 			if fc.Path != path || *fc.Additions != 2 || *fc.Deletions != 0 || fc.OldText != nil || *fc.NewText != "line one\nline two\n" || fc.ToolCallID != req.ToolCall.ID {
 				t.Errorf("file change = %+v", fc)
 			}
+			if !strings.Contains(fc.Diff, "+++ b/sub/hello.txt\n") || !strings.Contains(fc.Diff, "+line two\n") {
+				t.Errorf("diff = %q", fc.Diff)
+			}
 			evs := f.rec.eventsOf(info.ID)
 			seg, _ := lastTool(evs, req.ToolCall.ID)
 			if seg.Status != tt.wantTool {

@@ -42,7 +42,7 @@ func replayRecorded(t *testing.T, file string, proc int) replayResult {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 16<<20)
 	methods := map[string]string{} // client request id → method
-	m := newMapper(nil)
+	m := newMapper(nil, "/home/dev/project")
 	res := replayResult{kinds: map[string]int{}}
 	for sc.Scan() {
 		var l recordedLine
@@ -185,6 +185,9 @@ func TestRecordedTraffic(t *testing.T) {
 			fc := fcs[0]
 			if fc.Path != path || *fc.Additions != 1 || *fc.Deletions != 0 || *fc.NewText != "hello from fake llm\n" || fc.ToolCallID != ids[0] {
 				t.Errorf("fileChange = %+v", fc)
+			}
+			if !strings.HasPrefix(fc.Diff, "--- ") || !strings.Contains(fc.Diff, "+++ b/hello-go.txt\n") || !strings.Contains(fc.Diff, "+hello from fake llm\n") {
+				t.Errorf("diff = %q", fc.Diff)
 			}
 			if !sameText(fc.OldText, tt.oldText) {
 				t.Errorf("oldText = %v, want %v", fc.OldText, tt.oldText)

@@ -3,6 +3,7 @@ package agents
 import (
 	"bytes"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -79,13 +80,14 @@ type toolRec struct {
 type mapper struct {
 	tools map[string]*toolRec
 	now   func() time.Time
+	roots []string // workspace roots: fileChange diffs use paths relative to them
 }
 
-func newMapper(now func() time.Time) *mapper {
+func newMapper(now func() time.Time, roots ...string) *mapper {
 	if now == nil {
 		now = time.Now
 	}
-	return &mapper{tools: make(map[string]*toolRec), now: now}
+	return &mapper{tools: make(map[string]*toolRec), now: now, roots: roots}
 }
 
 // mapped is the result of one update: events to deliver, and state if any.
@@ -380,7 +382,7 @@ func (m *mapper) mergeTool(u *rawUpdate, inTurn bool) []transcript.Event {
 func (m *mapper) fileChanges(rec *toolRec, diffs []toolContent) []transcript.Segment {
 	var out []transcript.Segment
 	for _, d := range diffs {
-		fc := fileChangeSegment(rec.seg.ID, d)
+		fc := m.fileChangeSegment(rec.seg.ID, d)
 		if prev, ok := rec.files[d.Path]; ok && sameText(prev.OldText, fc.OldText) && sameText(prev.NewText, fc.NewText) {
 			continue
 		}
@@ -393,20 +395,37 @@ func (m *mapper) fileChanges(rec *toolRec, diffs []toolContent) []transcript.Seg
 	return out
 }
 
-// fileChangeSegment builds the fileChange segment of one ACP diff. A nil or
-// absent oldText means the file is new; "" is kept as an empty old text.
-func fileChangeSegment(toolCallID string, d toolContent) transcript.Segment {
-	adds, dels := countLines(d.OldText, d.NewText)
-	fc := transcript.Segment{
+// fileChangeSegment builds the fileChange segment of one ACP diff: the path
+// as the agent sent it, additions and deletions (transcript.CountLines), the
+// texts, and a unified diff whose headers use the workspace-relative path. A
+// nil or absent oldText means the file is new; "" is kept as an empty old
+// text.
+func (m *mapper) fileChangeSegment(toolCallID string, d toolContent) transcript.Segment {
+	adds, dels := transcript.CountLines(d.OldText, d.NewText)
+	return transcript.Segment{
 		Type:       transcript.SegFileChange,
 		Path:       d.Path,
 		Additions:  &adds,
 		Deletions:  &dels,
+		Diff:       transcript.UnifiedDiff(m.relPath(d.Path), d.OldText, d.NewText),
 		NewText:    d.NewText,
 		OldText:    d.OldText,
 		ToolCallID: toolCallID,
 	}
-	return fc
+}
+
+// relPath returns p relative to the first workspace root containing it, else
+// p unchanged.
+func (m *mapper) relPath(p string) string {
+	clean := filepath.Clean(p)
+	for _, r := range m.roots {
+		if r != "" && within(r, clean) {
+			if rel, err := filepath.Rel(r, clean); err == nil {
+				return rel
+			}
+		}
+	}
+	return p
 }
 
 func sameText(a, b *string) bool {
@@ -428,7 +447,7 @@ func (m *mapper) mergePermissionTool(u *rawUpdate) (transcript.Segment, []transc
 		if json.Unmarshal(u.Content, &items) == nil {
 			for _, it := range items {
 				if it.Type == "diff" && it.Path != "" && it.NewText != nil {
-					fcs = append(fcs, fileChangeSegment(u.ToolCallID, it))
+					fcs = append(fcs, m.fileChangeSegment(u.ToolCallID, it))
 				}
 			}
 		}

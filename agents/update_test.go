@@ -217,29 +217,6 @@ func TestCloseOpen(t *testing.T) {
 	}
 }
 
-func TestCountLines(t *testing.T) {
-	s := func(v string) *string { return &v }
-	tests := []struct {
-		old, new   *string
-		adds, dels int
-	}{
-		{nil, nil, 0, 0},
-		{nil, s("a\nb\n"), 2, 0},
-		{s("a\nb"), nil, 0, 2},
-		{s(""), s("a\n"), 1, 0},
-		{s("a\nb\nc\n"), s("a\nc\n"), 0, 1},
-		{s("a\nb\nc\n"), s("x\nb\ny\n"), 2, 2},
-		{s("same\n"), s("same\n"), 0, 0},
-		{s("a\nb\n"), s("b\na\n"), 1, 1},
-	}
-	for _, tt := range tests {
-		a, d := countLines(tt.old, tt.new)
-		if a != tt.adds || d != tt.dels {
-			t.Errorf("countLines(%v, %v) = +%d -%d, want +%d -%d", tt.old, tt.new, a, d, tt.adds, tt.dels)
-		}
-	}
-}
-
 func TestLineFilter(t *testing.T) {
 	var in bytes.Buffer
 	in.WriteString("not json\n")
