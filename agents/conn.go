@@ -137,10 +137,10 @@ type Conn struct {
 	// cancel for a turn that just ended is written before the next
 	// session/prompt can begin, never after it.
 	cancelMu sync.Mutex
-	mu        sync.Mutex // guards the fields below
-	sessions  map[string]*session
-	exitErr   error
-	closing   bool
+	mu       sync.Mutex // guards the fields below
+	sessions map[string]*session
+	exitErr  error
+	closing  bool
 
 	done      chan struct{}
 	closeOnce sync.Once
