@@ -326,6 +326,7 @@ func (c *Conn) wait(filterDone, stderrDone <-chan struct{}, outR, errR *os.File)
 	case <-filterDone:
 	case <-drain.C:
 		outR.Close()
+		c.filter.abort()
 		<-filterDone
 	}
 	select {
@@ -759,6 +760,9 @@ func (c *Conn) Prompt(ctx context.Context, sessionID string, prompt []acp.Conten
 	c.mu.Unlock()
 	c.cancelMu.Unlock()
 
+	if prompt == nil {
+		prompt = []acp.ContentBlock{}
+	}
 	type result struct {
 		resp acp.PromptResponse
 		err  error

@@ -12,7 +12,10 @@ import (
 // Handler receives what an agent sends. Calls for one session arrive in
 // order; Event and State are called from the connection's reader and must not
 // block for long (a slow handler slows the agent down through its stdout
-// pipe, nothing is dropped).
+// pipe, nothing is dropped) and must not call Prompt. Calls may name a session
+// before NewSession has returned it (agents send updates before answering
+// session/new; SessionInfo.State includes them) or a session this Conn never
+// opened (routed by the agent's session id, never by "busy").
 type Handler interface {
 	// Event delivers one live event of the prompt turn running in sessionID:
 	// content.delta, reasoning.delta, activity.upsert (whole merged tool /

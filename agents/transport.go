@@ -142,6 +142,15 @@ func (f *lineFilter) forward(line []byte, w io.Writer) error {
 	return err
 }
 
+// abort stops holding lines back (the agent is gone; nothing may wait on a
+// handler any more).
+func (f *lineFilter) abort() {
+	f.mu.Lock()
+	f.closed = true
+	f.cond.Broadcast()
+	f.mu.Unlock()
+}
+
 // done records that one session/update was handled.
 func (f *lineFilter) done() {
 	f.mu.Lock()
