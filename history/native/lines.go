@@ -26,6 +26,8 @@ type lineReader struct {
 	max    int
 	off    int64 // bytes consumed, including the newline of the last complete line
 	lineNo int   // 1-based number of the last line returned
+	// lastComplete is false when the last line returned had no newline.
+	lastComplete bool
 }
 
 func newLineReader(r io.Reader, max int) *lineReader {
@@ -48,6 +50,7 @@ func (r *lineReader) next() (line []byte, complete bool, err error) {
 			b, err = r.br.ReadSlice('\n')
 			if !over && len(r.long)+len(b) > r.max+1 {
 				over = true
+				r.off += int64(len(r.long))
 				r.long = r.long[:0]
 			}
 			if over {
@@ -57,8 +60,8 @@ func (r *lineReader) next() (line []byte, complete bool, err error) {
 			r.long = append(r.long, b...)
 		}
 		if over {
-			r.off += int64(len(r.long))
 			r.lineNo++
+			r.lastComplete = err == nil
 			if err != nil && err != io.EOF {
 				return nil, false, fmt.Errorf("read line %d: %w", r.lineNo, err)
 			}
@@ -74,6 +77,7 @@ func (r *lineReader) next() (line []byte, complete bool, err error) {
 	}
 	r.lineNo++
 	complete = err == nil
+	r.lastComplete = complete
 	if complete {
 		r.off += int64(len(b))
 		b = b[:len(b)-1]

@@ -196,3 +196,28 @@ func cleanAbs(p string) string {
 	}
 	return filepath.Clean(p)
 }
+
+// CacheFuncs adapts a pair of functions to Cache, e.g. the history store's
+// index: CacheFuncs{GetFunc: st.IndexEntry, PutFunc: st.PutIndexEntry}.
+// A Get error counts as a miss; a Put error is ignored (the cache is only
+// an optimisation).
+type CacheFuncs struct {
+	GetFunc func(key string) ([]byte, error)
+	PutFunc func(key string, v []byte) error
+}
+
+// Get implements Cache.
+func (c CacheFuncs) Get(key string) ([]byte, bool) {
+	if c.GetFunc == nil {
+		return nil, false
+	}
+	v, err := c.GetFunc(key)
+	return v, err == nil && v != nil
+}
+
+// Put implements Cache.
+func (c CacheFuncs) Put(key string, v []byte) {
+	if c.PutFunc != nil {
+		_ = c.PutFunc(key, v)
+	}
+}
