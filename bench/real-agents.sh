@@ -20,12 +20,22 @@ if [ -n "${OCHAT_E2E_OCHATD:-}" ]; then
 	tests='TestAdapterDirect|TestDaemon'
 elif go build -o "$tmp/ochatd" ./cmd/ochatd 2>/dev/null; then
 	export OCHAT_E2E_OCHATD="$tmp/ochatd"
-	tests='TestAdapterDirect|TestDaemon'
+	tests='TestAdapterDirect|TestDaemon|TestDemo'
 else
 	echo "note: ./cmd/ochatd does not build; measuring the direct ACP path only" >&2
 fi
 export OCHAT_E2E=1
-run() { (cd internal/e2e && "$tmp/e2e.test" -test.v -test.count=1 -test.run "$1" 2>&1) | grep 'metric:' | sed 's/.*metric: //'; }
+# run executes the e2e tests matching $1 and prints their metric lines; a
+# failed run is reported on stderr and contributes no figures.
+run() {
+	local out="$tmp/run.log"
+	if ! (cd internal/e2e && "$tmp/e2e.test" -test.v -test.count=1 -test.run "$1" >"$out" 2>&1); then
+		echo "run of $1 FAILED:" >&2
+		grep -E -- '--- FAIL|_test.go' "$out" | head -20 >&2
+		return 0
+	fi
+	grep 'metric:' "$out" | sed 's/.*metric: //'
+}
 
 echo "== install (cold: empty npm cache + empty ochat cache)"
 OCHAT_CACHE="$tmp/cold" npm_config_cache="$tmp/npm-cold" run 'TestAdapterDirect/codex' | grep install
@@ -33,6 +43,16 @@ echo "== install (npm cache warm, ochat cache empty)"
 OCHAT_CACHE="$tmp/npmwarm" run 'TestAdapterDirect/codex' | grep install
 echo "== install (warm: reused from the ochat cache)"
 OCHAT_CACHE="$tmp/cold" run 'TestAdapterDirect/codex' | grep install
+
+if [ -n "${OCHAT_E2E_OCHATD:-}" ]; then
+	echo "== ochatd demo --yes: codex-acp install (cold npm cache, then reused) and the whole tour"
+	for c in cold reused; do
+		start=$(date +%s%N)
+		(cd "$tmp" && OCHAT_CACHE="$tmp/demo" npm_config_cache="$tmp/npm-demo" "$OCHAT_E2E_OCHATD" demo --yes </dev/null 2>&1) |
+			grep -E 'installed in|reused the cached' | sed "s/^ */$c: /"
+		echo "$c: whole demo $(( ($(date +%s%N) - start) / 1000000 )) ms"
+	done
+fi
 
 echo "== per-turn latency, $runs runs (warm cache)"
 for i in $(seq "$runs"); do
