@@ -22,6 +22,7 @@ function _G.wait_for(cond, ms, what)
   if not vim.wait(ms or 5000, cond, 5) then error('timed out waiting for ' .. (what or 'a condition'), 2) end
 end
 for _, f in ipairs(vim.fn.argv()) do
+  R.after_each = nil
   local ok, err = xpcall(dofile, debug.traceback, f)
   if not ok then R.failed = R.failed + 1 out('FAIL    ' .. f .. ' (load)\n' .. tostring(err)) end
 end

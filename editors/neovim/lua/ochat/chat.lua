@@ -34,6 +34,10 @@ function M.root_for(bufnr)
       return util.normpath(r)
     end
   end
+  local ok, r = pcall(api.nvim_buf_get_var, bufnr or 0, 'ochat_root')
+  if ok and type(r) == 'string' then
+    return r -- a chat, prompt or diff buffer belongs to its workspace
+  end
   local name = api.nvim_buf_get_name(bufnr or 0)
   local dir = (name ~= '' and vim.fn.filereadable(name) == 1) and vim.fn.fnamemodify(name, ':p:h') or vim.fn.getcwd()
   local git = vim.fn.finddir('.git', dir .. ';')

@@ -60,6 +60,8 @@ function M.open(chat, m, seg)
   local empty = api.nvim_get_current_buf()
   local left = scratch(string.format('ochat://before/%s/%s', m.id or '-', rel), text_lines(util.nn(seg.oldText)), rel)
   local right = scratch(string.format('ochat://after/%s/%s', m.id or '-', rel), text_lines(util.nn(seg.newText)), rel)
+  api.nvim_buf_set_var(left, 'ochat_root', chat.root)
+  api.nvim_buf_set_var(right, 'ochat_root', chat.root)
   api.nvim_win_set_buf(0, left)
   vim.cmd('diffthis')
   local lw = api.nvim_get_current_win()
@@ -106,6 +108,36 @@ function M.review(chat, m)
   return tabs
 end
 
+-- The text of a loaded buffer as it would be written.
+local function buf_text(b)
+  local t = table.concat(api.nvim_buf_get_lines(b, 0, -1, false), '\n')
+  if api.nvim_buf_get_option(b, 'endofline') or api.nvim_buf_get_option(b, 'fixendofline') then
+    t = t .. '\n'
+  end
+  return t
+end
+
+--- Reloads an unmodified loaded buffer whose file changed on disk (agents write files themselves), so that an edit
+--- applies to what is on disk and :write does not stop at "file changed since reading". Undo survives the reload
+--- ('undoreload'). Returns false when the buffer has unsaved changes and the disk differs.
+function M.sync_from_disk(b)
+  if not api.nvim_buf_is_loaded(b) then
+    return true
+  end
+  local path = api.nvim_buf_get_name(b)
+  local disk = util.read_file(path)
+  if disk == nil or disk == buf_text(b) then
+    return true
+  end
+  if vim.fn.getbufvar(b, '&modified') == 1 then
+    return false
+  end
+  api.nvim_buf_call(b, function()
+    vim.cmd('silent! edit!')
+  end)
+  return true
+end
+
 -- Full-document replacement of `path` by `text` (nil: delete the file), as a WorkspaceEdit.
 function M.build_edit(path, text)
   local uri = vim.uri_from_fname(path)
@@ -118,6 +150,7 @@ function M.build_edit(path, text)
   end
   local bufnr = vim.fn.bufadd(path)
   vim.fn.bufload(bufnr)
+  M.sync_from_disk(bufnr)
   local n = api.nvim_buf_line_count(bufnr)
   local last = api.nvim_buf_get_lines(bufnr, n - 1, n, false)[1] or ''
   local _, last16 = vim.str_utfindex(last)
@@ -153,6 +186,13 @@ end
 --- offsets and writes the touched buffers when `diff.write` is set. Returns an ApplyWorkspaceEditResult.
 function M.apply_workspace_edit(edit, noeol)
   edit = util.strip_nil(edit) or {}
+  local conflicts = {}
+  for uri in pairs(touched_uris(edit)) do
+    local b = vim.fn.bufnr(vim.uri_to_fname(uri))
+    if b > 0 and not M.sync_from_disk(b) then
+      conflicts[uri] = true
+    end
+  end
   local ok, err = pcall(vim.lsp.util.apply_workspace_edit, edit, 'utf-16')
   if not ok then
     return { applied = false, failureReason = tostring(err) }
@@ -169,7 +209,9 @@ function M.apply_workspace_edit(edit, noeol)
   if cfg().diff.write then
     for uri in pairs(touched_uris(edit)) do
       local b = vim.uri_to_bufnr(uri)
-      if api.nvim_buf_is_loaded(b) and vim.fn.getbufvar(b, '&modified') == 1 then
+      if conflicts[uri] then
+        util.notify(vim.uri_to_fname(uri) .. ' had unsaved changes and changed on disk: edit applied to the buffer, not written', vim.log.levels.WARN)
+      elseif api.nvim_buf_is_loaded(b) and vim.fn.getbufvar(b, '&modified') == 1 then
         if noeol then
           api.nvim_buf_set_option(b, 'fixendofline', false)
           api.nvim_buf_set_option(b, 'endofline', false)

@@ -57,7 +57,15 @@ function M.get(root, config)
   if c and not c.stopped then
     return c
   end
-  c = setmetatable({
+  c = M.new(root, config)
+  M.connections[root] = c
+  c:start()
+  return c
+end
+
+--- Creates a connection object without registering or starting it (a second client, e.g. in tests).
+function M.new(root, config)
+  return setmetatable({
     root = root,
     config = config,
     listeners = {}, -- method -> list of fn(params, conn)
@@ -69,9 +77,6 @@ function M.get(root, config)
     attempts = 0,
     connects = 0, -- successful handshakes so far
   }, Conn)
-  M.connections[root] = c
-  c:start()
-  return c
 end
 
 --- Stops every connection (used by tests and VimLeavePre).

@@ -1,0 +1,290 @@
+-- End-to-end: the plugin against a real ochatd (`ochatd connect` → daemon) with the scripted ACP test agent.
+-- Needs OCHAT_BIN_DIR holding ochatd and testagent (tests/run.sh builds them). Everything lives in a temp dir:
+-- workspace, XDG config/state/data/runtime dirs, the agent's state.
+local H = dofile('tests/helpers.lua')
+vim.cmd('runtime plugin/ochat.lua')
+local api = vim.api
+
+local bin = os.getenv('OCHAT_BIN_DIR')
+if not bin or bin == '' then
+  pending('e2e', 'OCHAT_BIN_DIR is not set; run tests/run.sh')
+  return
+end
+
+local tmp = vim.fn.tempname()
+local function dir(name)
+  local d = tmp .. '/' .. name
+  vim.fn.mkdir(d, 'p', 448) -- 0700
+  return d
+end
+local ws = require('ochat.util').normpath(dir('ws'))
+vim.env.XDG_CONFIG_HOME = dir('config')
+vim.env.XDG_STATE_HOME = dir('state')
+vim.env.XDG_DATA_HOME = dir('data')
+vim.env.XDG_CACHE_HOME = dir('cache')
+vim.env.XDG_RUNTIME_DIR = dir('run')
+vim.env.TESTAGENT_STATE = dir('agentstate')
+vim.fn.mkdir(vim.env.XDG_CONFIG_HOME .. '/ochat', 'p')
+H.write(vim.env.XDG_CONFIG_HOME .. '/ochat/settings.json', vim.json.encode({ agent_servers = { test = { command = bin .. '/testagent' } } }))
+
+local function setup(extra)
+  require('ochat').setup(vim.tbl_deep_extend('force', {
+    cmd = { bin .. '/ochatd' },
+    agent = 'test',
+    reconnect = { initial_ms = 50, max_ms = 500, max_attempts = 20 },
+  }, extra or {}))
+end
+setup()
+
+local chat = require('ochat.chat').get(ws)
+
+-- Sends a prompt and waits for its turn to end; returns the assistant message.
+local function turn(text, timeout)
+  local ended
+  chat:on_turn_end(function(m)
+    ended = m
+  end)
+  local err
+  chat:send(text, nil, function(e)
+    err = e
+  end)
+  wait_for(function()
+    return ended or err
+  end, timeout or 10000, 'turn end of ' .. text)
+  assert(not err, 'send failed: ' .. vim.inspect(err))
+  chat:flush()
+  return ended
+end
+
+-- The `ochatd serve` processes of our temp workspace (started by `ochatd connect`).
+local function daemon_pids()
+  local pids = {}
+  for _, p in ipairs(vim.fn.glob('/proc/[0-9]*/cmdline', false, true)) do
+    local c = H.read(p)
+    if c and c:find('ochatd', 1, true) and c:find('serve', 1, true) and c:find(ws, 1, true) then
+      table.insert(pids, tonumber(p:match('/proc/(%d+)/')))
+    end
+  end
+  return pids
+end
+
+local function stub_select(pick)
+  local orig = vim.ui.select
+  vim.ui.select = function(items, opts, cb)
+    cb(pick(items, opts))
+  end
+  return function()
+    vim.ui.select = orig
+  end
+end
+
+describe('e2e with ochatd and the test agent', function()
+  it('streams a prompt into the float', function()
+    chat:open({ insert = false })
+    local m = turn('PLAIN hello streaming world')
+    eq('completed', m.status)
+    eq(
+      table.concat({
+        '# PLAIN hello streaming world  ·  test',
+        '',
+        '## You',
+        'PLAIN hello streaming world',
+        '',
+        '## test · completed',
+        'hello streaming world',
+        '',
+      }, '\n'),
+      chat:text()
+    )
+    eq('ready', chat.conn.state)
+    assert(chat.conversation_id, 'conversation id set')
+  end)
+
+  it('answers a permission and shows the tool and the file change', function()
+    local seen
+    local restore = stub_select(function(items, opts)
+      seen = vim.tbl_map(opts.format_item, items)
+      for _, o in ipairs(items) do
+        if o.optionId == 'allow' then
+          return o
+        end
+      end
+    end)
+    local m = turn('WRITE out.txt hello\\nworld')
+    restore()
+    eq({ 'Allow [allow_once]', 'Always allow [allow_always]', 'Reject [reject_once]' }, seen and vim.tbl_map(function(s)
+      return s:gsub('Always Allow', 'Always allow')
+    end, seen))
+    eq('hello\nworld', H.read(ws .. '/out.txt'))
+    eq(nil, next(require('ochat.permission').open), 'permission float closed')
+    local text = chat:text()
+    assert(text:find('▸ 1 tool · 1 file +2 -0', 1, true), text)
+    eq(1, #require('ochat.render').file_changes(m))
+  end)
+
+  it('applies and reverts a file change, buffer and disk', function()
+    H.write(ws .. '/edit.txt', 'old text\n')
+    local buf = vim.fn.bufadd(ws .. '/edit.txt')
+    vim.fn.bufload(buf)
+    local restore = stub_select(function(items)
+      return items[1].optionId == 'allow' and items[1] or items[2]
+    end)
+    local m = turn('WRITE edit.txt new text\\n')
+    restore()
+    eq('new text\n', H.read(ws .. '/edit.txt'))
+    local seg = require('ochat.render').file_changes(m)[1]
+    eq(ws .. '/edit.txt', seg.path)
+    local done
+    require('ochat.diff').change(chat, m, seg, 'revert', function(err)
+      done = { err }
+    end)
+    wait_for(function()
+      return done
+    end, 5000, 'revert')
+    eq(nil, done[1])
+    eq('old text\n', H.read(ws .. '/edit.txt'))
+    eq({ 'old text' }, api.nvim_buf_get_lines(buf, 0, -1, false))
+    done = nil
+    require('ochat.diff').change(chat, m, seg, 'apply', function(err)
+      done = { err }
+    end)
+    wait_for(function()
+      return done
+    end, 5000, 'apply')
+    eq('new text\n', H.read(ws .. '/edit.txt'))
+    eq({ 'new text' }, api.nvim_buf_get_lines(buf, 0, -1, false))
+    -- The side-by-side review of the same change.
+    local tab = require('ochat.diff').open(chat, m, seg)
+    local wins = api.nvim_tabpage_list_wins(tab)
+    eq({ 'old text' }, api.nvim_buf_get_lines(api.nvim_win_get_buf(wins[1]), 0, -1, false))
+    eq({ 'new text' }, api.nvim_buf_get_lines(api.nvim_win_get_buf(wins[2]), 0, -1, false))
+    vim.cmd('tabclose')
+  end)
+
+  it('closes a permission answered by another editor', function()
+    setup({ permission = { use_select = false } })
+    local other = require('ochat.rpc').new(ws, require('ochat').config)
+    other:start()
+    local subscribed
+    other:request('ochat/subscribe', { conversationId = chat.conversation_id }, function(err)
+      subscribed = not err
+    end)
+    wait_for(function()
+      return subscribed
+    end, 5000, 'second client subscribed')
+    other:on('ochat/permission', function(p)
+      other:request('ochat/permission/respond', { permissionId = p.permissionId, optionId = 'reject' })
+    end)
+    local shown
+    chat.conn:on('ochat/permission', function(p)
+      shown = p.permissionId
+    end)
+    local m = turn('WRITE rejected.txt nope')
+    other:stop()
+    setup()
+    assert(shown, 'the request reached this editor')
+    eq(nil, require('ochat.permission').open[shown], 'closed here after the other editor answered')
+    eq(nil, H.read(ws .. '/rejected.txt'))
+    local found
+    for _, n in ipairs(H.notes) do
+      found = found or n:find('answered elsewhere: reject', 1, true)
+    end
+    assert(found, vim.inspect(H.notes))
+    eq('completed', m.status)
+  end)
+
+  it('cancels a slow turn', function()
+    local ended
+    chat:on_turn_end(function(m)
+      ended = m
+    end)
+    chat:send('SLOW 100')
+    wait_for(function()
+      return chat:text():find('c3 ', 1, true)
+    end, 5000, 'some chunks')
+    local answer
+    local orig = chat.cancel
+    chat.cancel = function(self)
+      orig(self, function(err, res)
+        answer = { err, res }
+      end)
+    end
+    chat:open({ focus = 'prompt', insert = false }) -- the command acts on the workspace of the current buffer
+    vim.cmd('OChatCancel')
+    chat.cancel = orig
+    wait_for(function()
+      return answer
+    end, 5000, 'cancel answer')
+    eq({ nil, { cancelled = true } }, answer)
+    wait_for(function()
+      return ended
+    end, 5000, 'cancelled turn end')
+    eq('cancelled', ended.status, vim.inspect({ ended.stopReason, ended.body }))
+    chat:flush()
+    assert(chat:text():find('## test · cancelled', 1, true), chat:text())
+  end)
+
+  it('reconnects when the daemon is restarted under it', function()
+    local pids = daemon_pids()
+    eq(1, #pids, 'one daemon serves the workspace')
+    local before = chat.conn.connects
+    require('ochat.util').uv.kill(pids[1], 'sigkill')
+    wait_for(function()
+      return chat.conn.connects > before and chat.conn.state == 'ready'
+    end, 10000, 'reconnected')
+    local m = turn('PLAIN after restart')
+    eq('completed', m.status)
+    assert(chat:text():find('after restart', 1, true))
+  end)
+
+  it('opens a stored conversation from :OChatHistory and continues it', function()
+    local id = chat.conversation_id
+    chat:new_conversation()
+    turn('PLAIN another conversation')
+    local items
+    local restore = stub_select(function(list, opts)
+      items = vim.tbl_map(opts.format_item, list)
+      for _, e in ipairs(list) do
+        if e.id == id then
+          return e
+        end
+      end
+    end)
+    local opened
+    require('ochat.history').pick(chat, function(err)
+      opened = { err }
+    end)
+    wait_for(function()
+      return opened
+    end, 5000, 'history open')
+    restore()
+    eq(nil, opened[1])
+    eq(2, #items)
+    assert(items[1]:find('PLAIN another conversation', 1, true), items[1])
+    eq(id, chat.conversation_id)
+    local text = chat:text()
+    assert(text:find('## You\nPLAIN hello streaming world\n\n## test · completed', 1, true), text)
+    assert(text:find('hello\\nworld', 1, true) or text:find('WRITE out.txt', 1, true), text)
+    local m = turn('PLAIN continued')
+    eq('completed', m.status)
+    assert(chat:text():find('PLAIN continued', 1, true))
+    local msgs
+    chat.conn:request('ochat/conversations/get', { conversationId = id }, function(_, res)
+      msgs = res and res.messages
+    end)
+    wait_for(function()
+      return msgs
+    end, 5000, 'stored conversation')
+    eq('continued', msgs[#msgs].segments[#msgs[#msgs].segments].content)
+  end)
+
+  pending('opens a terminal-started Claude session from a fixture', 'the daemon does not expose ochat/sessions/* yet')
+
+  it('stops cleanly', function()
+    require('ochat.chat').reset()
+    eq(nil, next(require('ochat.rpc').connections))
+    for _, pid in ipairs(daemon_pids()) do
+      require('ochat.util').uv.kill(pid, 'sigterm')
+    end
+  end)
+end)

@@ -1,0 +1,50 @@
+#!/bin/sh
+# Runs the Neovim plugin's tests: unit specs (fake connection), end-to-end specs against a real ochatd with the
+# scripted ACP test agent, the benchmarks (figures only) and, when tmux is present, a real-TUI screen capture.
+#
+# Builds ochatd and testagent into a temp dir; installs nothing (tests/install-deps.sh does). Runs on the `nvim` on
+# PATH and, when OCHAT_NVIM_010 names a Neovim 0.10+ (e.g. the chroot wrapper install-deps.sh writes), there too.
+# Exit status: 0 when every suite passed.
+#
+#   editors/neovim/tests/run.sh            # all
+#   OCHAT_SKIP_TUI=1 OCHAT_SKIP_BENCH=1 editors/neovim/tests/run.sh
+set -eu
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+repo=$(cd "$here/../.." && pwd)
+
+command -v nvim >/dev/null 2>&1 || { echo "nvim not found: run editors/neovim/tests/install-deps.sh" >&2; exit 2; }
+command -v go >/dev/null 2>&1 || { echo "go not found" >&2; exit 2; }
+
+bin=$(mktemp -d "${TMPDIR:-/tmp}/ochat-nvim-bin.XXXXXX")
+trap 'rm -rf "$bin"' EXIT
+(cd "$repo" && CGO_ENABLED=0 go build -o "$bin/" ./cmd/ochatd ./internal/testagent/cmd/testagent)
+export OCHAT_BIN_DIR="$bin"
+
+status=0
+suite() { # suite NVIM LABEL
+	nv=$1
+	label=$2
+	echo "== $label: $("$nv" --version | head -1)"
+	cd "$here"
+	if ! "$nv" --headless -n -i NONE -u NONE --cmd 'set rtp+=.' -c 'luafile tests/minitest.lua' \
+		tests/plugin_spec.lua tests/unit_spec.lua tests/e2e_spec.lua </dev/null; then
+		status=1
+	fi
+	if [ "${OCHAT_SKIP_BENCH:-0}" != 1 ]; then
+		"$nv" --headless -n -i NONE -u NONE --cmd 'set rtp+=.' -c 'luafile tests/bench.lua' </dev/null || status=1
+	fi
+}
+
+suite nvim "nvim on PATH"
+if [ -n "${OCHAT_NVIM_010:-}" ]; then
+	suite "$OCHAT_NVIM_010" "OCHAT_NVIM_010"
+fi
+
+if [ "${OCHAT_SKIP_TUI:-0}" != 1 ] && command -v tmux >/dev/null 2>&1; then
+	echo "== real TUI via tmux"
+	sh "$here/tests/tui.sh" || status=1
+fi
+
+[ $status = 0 ] && echo "neovim: all suites passed" || echo "neovim: FAILED" >&2
+exit $status
