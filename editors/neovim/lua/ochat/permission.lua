@@ -175,6 +175,9 @@ function M.select(id)
     return
   end
   st.selecting = true
+  local chat = st.chat
+  chat:flush() -- the turn's activity line shows the pending tool
+  pcall(vim.cmd, 'redraw') -- a blocking picker (inputlist) must not hide the float behind an old screen
   local p = st.params
   local tc = util.nn(p.toolCall) or {}
   vim.ui.select(p.options or {}, {
