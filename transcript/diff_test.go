@@ -76,12 +76,14 @@ func applyUnified(old, diff string) (string, error) {
 	var out strings.Builder
 	pos := 0 // next old line index
 	lines := strings.SplitAfter(diff, "\n")
+	inHunks := false
 	for i := 0; i < len(lines); i++ {
 		l := lines[i]
-		if strings.HasPrefix(l, "---") || strings.HasPrefix(l, "+++") || l == "" {
+		if l == "" || !inHunks && (strings.HasPrefix(l, "---") || strings.HasPrefix(l, "+++")) {
 			continue
 		}
 		if strings.HasPrefix(l, "@@ ") {
+			inHunks = true
 			f := strings.Fields(l)
 			r := strings.TrimPrefix(f[1], "-")
 			start, count, _ := strings.Cut(r, ",")

@@ -255,11 +255,7 @@ func Import(data []byte) ImportResult {
 			res.Messages = append(res.Messages, Message{ID: id, Timestamp: e.Timestamp, Role: RoleUser, Content: e.Text, Hidden: e.Hidden})
 			cur = -1
 		case LogAssistantMessage:
-			if e.Text == "" && e.Reasoning == "" {
-				skip("assistant/message without text or reasoning")
-				return
-			}
-			m := open(e)
+			m := open(e) // even without text: it names the answer
 			if m.Agent == "" {
 				m.Agent = e.Agent
 			}
