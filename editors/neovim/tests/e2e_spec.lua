@@ -280,6 +280,16 @@ describe('e2e with ochatd and the test agent', function()
 
   pending('opens a terminal-started Claude session from a fixture', 'the daemon does not expose ochat/sessions/* yet')
 
+  it(':checkhealth ochat finds the daemon, its version and the agents', function()
+    vim.cmd('edit ' .. ws .. '/out.txt')
+    vim.cmd('checkhealth ochat')
+    local text = H.buf_text(0)
+    vim.cmd('bwipe!')
+    for _, want in ipairs({ 'ochatd: ' .. bin .. '/ochatd', 'version: ochatd ', 'workspace: ' .. ws, 'test: ' .. bin .. '/testagent' }) do
+      assert(text:find(want, 1, true), 'missing ' .. want .. ' in\n' .. text)
+    end
+  end)
+
   it('stops cleanly', function()
     require('ochat.chat').reset()
     eq(nil, next(require('ochat.rpc').connections))

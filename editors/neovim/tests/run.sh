@@ -27,12 +27,12 @@ suite() { # suite NVIM LABEL
 	label=$2
 	echo "== $label: $("$nv" --version | head -1)"
 	cd "$here"
-	if ! "$nv" --headless -n -i NONE -u NONE --cmd 'set rtp+=.' -c 'luafile tests/minitest.lua' \
+	if ! "$nv" --headless -n -i NONE -u NONE --cmd "set rtp^=$here" -c 'luafile tests/minitest.lua' \
 		tests/plugin_spec.lua tests/unit_spec.lua tests/e2e_spec.lua </dev/null; then
 		status=1
 	fi
 	if [ "${OCHAT_SKIP_BENCH:-0}" != 1 ]; then
-		"$nv" --headless -n -i NONE -u NONE --cmd 'set rtp+=.' -c 'luafile tests/bench.lua' </dev/null || status=1
+		"$nv" --headless -n -i NONE -u NONE --cmd "set rtp^=$here" -c 'luafile tests/bench.lua' </dev/null || status=1
 	fi
 }
 

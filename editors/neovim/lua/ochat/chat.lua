@@ -39,7 +39,7 @@ function M.root_for(bufnr)
     return r -- a chat, prompt or diff buffer belongs to its workspace
   end
   local name = api.nvim_buf_get_name(bufnr or 0)
-  local dir = (name ~= '' and vim.fn.filereadable(name) == 1) and vim.fn.fnamemodify(name, ':p:h') or vim.fn.getcwd()
+  local dir = util.normpath((name ~= '' and vim.fn.filereadable(name) == 1) and vim.fn.fnamemodify(name, ':p:h') or vim.fn.getcwd())
   local git = vim.fn.finddir('.git', dir .. ';')
   if git == '' then
     git = vim.fn.findfile('.git', dir .. ';')
@@ -47,7 +47,11 @@ function M.root_for(bufnr)
   if git ~= '' then
     return util.normpath(vim.fn.fnamemodify(git, ':p:h:h'))
   end
-  return util.normpath(vim.fn.getcwd())
+  local cwd = util.normpath(vim.fn.getcwd())
+  if dir == cwd or dir:sub(1, #cwd + 1) == cwd .. '/' then
+    return cwd
+  end
+  return util.normpath(dir) -- a file outside the cwd and outside any repository: its own directory
 end
 
 --- Returns the chat state for the workspace of `bufnr` (or `root`), creating it and its connection if needed.

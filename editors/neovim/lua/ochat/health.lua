@@ -41,7 +41,9 @@ function M.check()
     warn('`ochatd --version` failed: ' .. vim.trim(out))
   end
 
-  local root = require('ochat.chat').root_for(0)
+  -- :checkhealth runs in its own buffer; the workspace is the one of the buffer it was started from.
+  local alt = vim.fn.bufnr('#')
+  local root = require('ochat.chat').root_for(alt > 0 and alt or 0)
   info('workspace: ' .. root)
   local rt = os.getenv('XDG_RUNTIME_DIR')
   local dir = rt and rt ~= '' and (rt .. '/ochat') or ((os.getenv('TMPDIR') or '/tmp') .. '/ochat-' .. vim.fn.systemlist('id -u')[1])
@@ -52,9 +54,13 @@ function M.check()
   else
     info('socket directory ' .. dir .. ' does not exist yet (created when the first daemon starts)')
   end
-  local conn = require('ochat.rpc').connections[require('ochat.util').normpath(root)]
-  if conn then
-    info('connection: ' .. conn.state .. (conn.last_error and (' (last error: ' .. conn.last_error .. ')') or ''))
+  for r, conn in pairs(require('ochat.rpc').connections) do
+    local line = string.format('connection %s: %s, %d handshake(s)', r, conn.state, conn.connects or 0)
+    if conn.last_error then
+      warn(line .. ', last error: ' .. conn.last_error)
+    else
+      info(line)
+    end
   end
 
   start('ochat: agents')
