@@ -25,6 +25,14 @@ vim.env.XDG_CACHE_HOME = dir('cache')
 vim.env.XDG_RUNTIME_DIR = dir('run')
 vim.env.TESTAGENT_STATE = dir('agentstate')
 vim.fn.mkdir(vim.env.XDG_CONFIG_HOME .. '/ochat', 'p')
+-- A terminal-started Claude Code session of this workspace (tests/fixtures/SOURCES.md).
+local claude_session = '24cb974b-077a-4ab3-bdf4-622ee8278cca'
+do
+  vim.env.CLAUDE_CONFIG_DIR = dir('claude')
+  local proj = dir('claude/projects/' .. ws:gsub('[^%w]', '-'))
+  local text = H.read('tests/fixtures/claude/' .. claude_session .. '.jsonl')
+  H.write(proj .. '/' .. claude_session .. '.jsonl', (text:gsub('/home/dev/project', ws)))
+end
 H.write(vim.env.XDG_CONFIG_HOME .. '/ochat/settings.json', vim.json.encode({ agent_servers = { test = { command = bin .. '/testagent' } } }))
 
 local function setup(extra)
@@ -278,7 +286,69 @@ describe('e2e with ochatd and the test agent', function()
     eq('continued', msgs[#msgs].segments[#msgs[#msgs].segments].content)
   end)
 
-  pending('opens a terminal-started Claude session from a fixture', 'the daemon does not expose ochat/sessions/* yet')
+  it('opens a terminal-started Claude session from a fixture', function()
+    local res
+    chat.conn:request('ochat/sessions/list', vim.empty_dict(), function(err, r)
+      res = { err, r }
+    end)
+    wait_for(function()
+      return res
+    end, 5000, 'sessions list')
+    if res[1] and res[1].code == -32601 then
+      return 'pending (the daemon has no ochat/sessions/list yet)'
+    end
+    eq(nil, res[1])
+    local entry
+    local restore = stub_select(function(list)
+      for _, e in ipairs(list) do
+        if e.id == claude_session or (e.raw and e.raw.sessionId == claude_session) then
+          entry = e
+          return e
+        end
+      end
+    end)
+    local opened
+    require('ochat.history').pick(chat, function(err)
+      opened = { err }
+    end)
+    wait_for(function()
+      return opened
+    end, 5000, 'session open')
+    restore()
+    assert(entry, 'the fixture session is listed: ' .. vim.inspect(res[2]))
+    eq('session', entry.kind)
+    eq(nil, opened[1])
+    local text = chat:text()
+    for _, want in ipairs({ 'PLAIN: say hello', 'PONG from fake LLM', 'WRITE_FILE ' .. ws .. '/hello.txt', 'Done: created ' .. ws .. '/hello.txt', 'PLAIN: after resume' }) do
+      assert(text:find(want, 1, true), 'missing ' .. want .. ' in\n' .. text)
+    end
+  end)
+
+  it('shows the agent state and its config options in :OChatAgent', function()
+    wait_for(function()
+      return chat.agent_state.test ~= nil
+    end, 5000, 'ochat/agentState for the test agent')
+    local menus = {}
+    local restore = stub_select(function(items, opts)
+      table.insert(menus, vim.tbl_map(opts.format_item, items))
+      return #menus == 1 and vim.tbl_filter(function(a)
+        return a.name == 'test'
+      end, items)[1] or nil
+    end)
+    local done
+    require('ochat.agents').pick(chat, nil, function(a)
+      done = { a }
+    end)
+    wait_for(function()
+      return done
+    end, 5000, 'agent pick')
+    restore()
+    eq('test', done[1])
+    eq('test', chat.agent)
+    local agents_menu = table.concat(menus[1], '\n')
+    assert(agents_menu:find('* test  (' .. bin .. '/testagent)', 1, true), agents_menu)
+    assert(menus[2] and #menus[2] >= 1, 'config options listed: ' .. vim.inspect(chat.agent_state.test))
+  end)
 
   it(':checkhealth ochat finds the daemon, its version and the agents', function()
     vim.cmd('edit ' .. ws .. '/out.txt')

@@ -341,7 +341,12 @@ describe('history', function()
       return { conversations = { { id = 'c1', title = 'old one', agents = { 'claude' }, updatedAt = 1000 }, { id = 'c2', title = 'newer', agents = {}, updatedAt = 3000 } } }
     end
     conn.handlers['ochat/sessions/list'] = function()
-      return { sessions = { { id = 's1', agent = 'claude', title = 'from terminal', updatedAt = 2000, live = true } } }
+      return {
+        sessions = {
+          { id = 's1', agent = 'claude', title = 'from terminal', updatedAt = 2000, live = true },
+          { id = 's2', agent = 'claude', title = 'imported already', updatedAt = 2500, conversationId = 'c2' },
+        },
+      }
     end
     conn.handlers['ochat/subscribe'] = function(p)
       return { conversation = { id = p.conversationId, title = 'newer' }, messages = { { id = 'u', role = 'user', content = 'q' }, { id = 'a', role = 'assistant', agent = 'claude', status = 'completed', segments = { { type = 'content', content = 'answer' } } } } }
@@ -398,7 +403,7 @@ describe('agents', function()
     conn.handlers['ochat/agents/list'] = function()
       return { agents = { { name = 'claude', available = true, command = 'claude-agent-acp' }, { name = 'gemini', available = false, reason = 'not on PATH', install = 'npm i -g x' } } }
     end
-    conn.handlers['ochat/agents/setConfig'] = function()
+    conn.handlers['ochat/agent/setConfig'] = function()
       return {}
     end
     chat.agent_state.claude = { agent = 'claude', configOptions = { { id = 'model', name = 'Model', type = 'select', currentValue = 'a', options = { { value = 'a', name = 'Alpha' }, { value = 'b', name = 'Beta' } } } } }
@@ -420,6 +425,6 @@ describe('agents', function()
     assert(shown[1][2]:find('unavailable: not on PATH; install: npm i -g x', 1, true), shown[1][2])
     eq({ 'Model: Alpha' }, shown[2])
     eq({ 'Alpha  (current)', 'Beta' }, shown[3])
-    eq({ conversationId = nil, agent = 'claude', configId = 'model', value = 'b' }, H.requests(conn, 'ochat/agents/setConfig')[1])
+    eq({ conversationId = nil, agent = 'claude', configId = 'model', value = 'b' }, H.requests(conn, 'ochat/agent/setConfig')[1])
   end)
 end)

@@ -77,15 +77,12 @@ function M.settings(state)
   return out
 end
 
---- Sets one option through the daemon. `cb(err)`.
+--- Sets one option through the daemon: ochat/agent/setConfig {conversationId, agent, configId, value} (the daemon
+--- calls ACP session/set_config_option, or session/set_mode for an agent that only has legacy modes; "mode" is the
+--- configId of those). `cb(err)`.
 function M.set(chat, agent, setting, value, cb)
   local params = { conversationId = chat.conversation_id, agent = agent, configId = setting.id, value = value }
-  local method = 'ochat/agents/setConfig'
-  if setting.kind == 'mode' then
-    params = { conversationId = chat.conversation_id, agent = agent, modeId = value }
-    method = 'ochat/agents/setMode'
-  end
-  chat.conn:request(method, params, function(err)
+  chat.conn:request('ochat/agent/setConfig', params, function(err)
     if err then
       util.notify(string.format('set %s: %s', setting.name, util.err_text(err)), vim.log.levels.ERROR)
     else

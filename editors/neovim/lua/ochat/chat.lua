@@ -79,7 +79,12 @@ function M.get(root)
   end)
   s.conn:on('ochat/agentState', function(p)
     if p.conversationId == s.conversation_id or not s.conversation_id then
-      s.agent_state[p.agent or ''] = p
+      -- Partial updates: a present field replaces, a missing one keeps the earlier value.
+      local st = s.agent_state[p.agent or ''] or {}
+      for k, v in pairs(p) do
+        st[k] = v
+      end
+      s.agent_state[p.agent or ''] = st
       if p.title and p.title ~= vim.NIL then
         s.title = p.title
         s:update_title()

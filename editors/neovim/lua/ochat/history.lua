@@ -42,7 +42,16 @@ local function entries(convs, sessions)
       raw = c,
     })
   end
+  local seen = {}
+  for _, e in ipairs(out) do
+    seen[e.id] = true
+  end
   for _, s in ipairs(sessions or {}) do
+    -- ochat/sessions/list may also list the daemon's own conversations: show each once.
+    local sid, cid = util.nn(s.id) or util.nn(s.sessionId), util.nn(s.conversationId)
+    if (sid and seen[sid]) or (cid and seen[cid]) then
+      goto continue
+    end
     local agent = util.nn(s.agent) or util.nn(s.provider)
     table.insert(out, {
       kind = 'session',
@@ -53,6 +62,7 @@ local function entries(convs, sessions)
       live = util.nn(s.live) == true,
       raw = s,
     })
+    ::continue::
   end
   table.sort(out, function(a, b)
     return a.updatedAt > b.updatedAt
