@@ -4,6 +4,7 @@
 #
 # Builds ochatd and testagent into a temp dir; installs nothing (tests/install-deps.sh does). Runs on the `nvim` on
 # PATH and, when OCHAT_NVIM_010 names a Neovim 0.10+ (e.g. the chroot wrapper install-deps.sh writes), there too.
+# OCHAT_REAL_AGENT=1 adds one end-to-end run with a real adapter (codex-acp from npm) against the fake model.
 # Exit status: 0 when every suite passed.
 #
 #   editors/neovim/tests/run.sh            # all
@@ -18,17 +19,18 @@ command -v go >/dev/null 2>&1 || { echo "go not found" >&2; exit 2; }
 
 bin=$(mktemp -d "${TMPDIR:-/tmp}/ochat-nvim-bin.XXXXXX")
 trap 'rm -rf "$bin"' EXIT
-(cd "$repo" && CGO_ENABLED=0 go build -o "$bin/" ./cmd/ochatd ./internal/testagent/cmd/testagent)
+(cd "$repo" && CGO_ENABLED=0 go build -o "$bin/" ./cmd/ochatd ./internal/testagent/cmd/testagent ./editors/neovim/tests/realagent)
 export OCHAT_BIN_DIR="$bin"
 
 status=0
-suite() { # suite NVIM LABEL
+suite() { # suite NVIM LABEL [EXTRA_SPEC...]
 	nv=$1
 	label=$2
+	shift 2
 	echo "== $label: $("$nv" --version | head -1)"
 	cd "$here"
 	if ! "$nv" --headless -n -i NONE -u NONE --cmd "set rtp^=$here" -c 'luafile tests/minitest.lua' \
-		tests/plugin_spec.lua tests/unit_spec.lua tests/e2e_spec.lua </dev/null; then
+		tests/plugin_spec.lua tests/unit_spec.lua tests/e2e_spec.lua "$@" </dev/null; then
 		status=1
 	fi
 	if [ "${OCHAT_SKIP_BENCH:-0}" != 1 ]; then
@@ -36,7 +38,8 @@ suite() { # suite NVIM LABEL
 	fi
 }
 
-suite nvim "nvim on PATH"
+# The real-adapter spec (codex-acp + fake model; needs node and npm) runs when OCHAT_REAL_AGENT=1, on the host nvim.
+suite nvim "nvim on PATH" tests/real_spec.lua
 if [ -n "${OCHAT_NVIM_010:-}" ]; then
 	suite "$OCHAT_NVIM_010" "OCHAT_NVIM_010"
 fi
