@@ -58,12 +58,13 @@ wait_for() { # wait_for TEXT
 t new-session -d -s S -x 110 -y 34 "$tmp/nvim.sh"
 wait_for 'first line of a real buffer'
 t send-keys -t S ':OChat WRITE hello.txt Hello from the agent\nsecond line' Enter
-wait_for 'Type number and <Enter>'
+wait_for '# test asks permission'
+wait_for '1. Allow'
 {
-	echo "== permission request (float with tool, input and diff; vim.ui.select below)"
+	echo "== permission request (float with tool, input, diff and the agent's options)"
 	screen
 } >"$out"
-t send-keys -t S '1' Enter
+t send-keys -t S '1'
 wait_for '## test · completed'
 t send-keys -t S Escape
 t send-keys -t S ":lua vim.api.nvim_set_current_win(require('ochat.chat').get().win)" Enter

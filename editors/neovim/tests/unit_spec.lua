@@ -182,7 +182,71 @@ describe('chat buffer', function()
   end)
 end)
 
+describe('chat details', function()
+  it('completes @files in the prompt', function()
+    local chat, _, root = H.fake_chat()
+    H.write(root .. '/main.go', 'x')
+    vim.fn.mkdir(root .. '/mod', 'p')
+    chat:open()
+    api.nvim_set_current_buf(chat.prompt_buf)
+    local words = vim.tbl_map(function(i)
+      return i.word
+    end, require('ochat.chat').omnifunc(0, 'm'))
+    table.sort(words)
+    eq({ 'main.go', 'mod/' }, words)
+  end)
+
+  it('takes a fresh snapshot on ochat/resync', function()
+    local chat, conn = H.fake_chat()
+    start_turn(chat, conn)
+    conn.handlers['ochat/subscribe'] = function()
+      return { conversation = { id = 'C1', title = 'again' }, messages = { { id = 'U1', role = 'user', content = 'hi' } } }
+    end
+    conn:emit('ochat/resync', { conversationId = 'C1', reason = 'slow client' })
+    wait_for(function()
+      return chat.title == 'again'
+    end, 1000, 'snapshot')
+    eq({ conversationId = 'C1' }, H.requests(conn, 'ochat/subscribe')[1])
+  end)
+
+  it('marks a prompt the daemon refused', function()
+    local chat, conn = H.fake_chat()
+    chat:open()
+    conn.handlers['ochat/chat/send'] = function()
+      return nil, { code = -32003, message = 'a turn is already running' }
+    end
+    local done
+    chat:send('again', nil, function()
+      done = true
+    end)
+    wait_for(function()
+      return done
+    end, 1000, 'answer')
+    assert(chat:text():find('## You · not sent: a turn is already running (-32003)', 1, true), chat:text())
+  end)
+
+  it('titles the float where Neovim supports it', function()
+    local chat = H.fake_chat()
+    chat:open()
+    local title = api.nvim_win_get_config(chat.win).title
+    if vim.fn.has('nvim-0.9') == 1 then
+      eq(' ochat ', type(title) == 'table' and title[1][1] or title)
+    else
+      eq(nil, title)
+    end
+  end)
+end)
+
 describe('permission', function()
+  it('uses the float alone with Neovim\'s own vim.ui.select in auto mode', function()
+    H.fake_chat({ permission = { use_select = 'auto' } })
+    eq(false, require('ochat.permission').use_select())
+    local orig = vim.ui.select
+    vim.ui.select = function() end
+    eq(true, require('ochat.permission').use_select())
+    vim.ui.select = orig
+  end)
+
   it('shows tool, input and every diff, and answers the picked option', function()
     local chat, conn = H.fake_chat()
     start_turn(chat, conn)

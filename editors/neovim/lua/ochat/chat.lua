@@ -728,6 +728,7 @@ function Chat:send(text, opts, cb)
   self.conn:request('ochat/chat/send', params, function(err, res)
     if err then
       um.error = util.err_text(err)
+      self:mark(um, { header = true })
       util.notify('send: ' .. um.error, vim.log.levels.ERROR)
       if cb then
         cb(err)

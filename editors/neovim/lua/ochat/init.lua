@@ -34,7 +34,9 @@ M.defaults = {
     max_output_lines = 40, -- expanded activity: tool output/reasoning shown up to this many lines
   },
   permission = {
-    use_select = true, -- also open vim.ui.select for every request (the float's number keys always work)
+    -- Also open vim.ui.select for every request: true, false, or 'auto' (only when a UI plugin replaced Neovim's
+    -- own, blocking, vim.ui.select). The float's number keys always work, and `s` in it opens vim.ui.select.
+    use_select = 'auto',
   },
   diff = {
     write = true, -- write buffers after applying or reverting a file change

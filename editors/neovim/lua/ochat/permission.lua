@@ -161,11 +161,22 @@ function M.show(chat, p)
   end
   st.win = api.nvim_open_win(buf, true, conf)
   api.nvim_win_set_option(st.win, 'wrap', false)
-  if require('ochat').config.permission.use_select then
+  if M.use_select() then
     vim.schedule(function()
       M.select(id)
     end)
   end
+end
+
+--- Whether to open vim.ui.select at once: `permission.use_select` true/false, or 'auto': only when a UI plugin
+--- replaced Neovim's own vim.ui.select (its inputlist would block the editor; the float's number keys do not).
+function M.use_select()
+  local v = require('ochat').config.permission.use_select
+  if v == 'auto' then
+    local info = debug.getinfo(vim.ui.select, 'S')
+    return not (info and info.source and info.source:find('vim/ui.lua', 1, true))
+  end
+  return v == true
 end
 
 --- Opens vim.ui.select over all of the agent's options for a pending request.

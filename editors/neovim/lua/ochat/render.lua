@@ -197,7 +197,7 @@ end
 
 function M.header(m)
   if m.role == 'user' then
-    return '## You'
+    return m.error and ('## You · not sent: ' .. m.error) or '## You'
   end
   local h = '## ' .. (m.agent or 'assistant')
   if m.status == 'streaming' or m.status == nil then
