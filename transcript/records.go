@@ -104,9 +104,9 @@ func (r *Record) Segment() Segment {
 	}
 }
 
-func segmentRecord(m *Message, i int, s *Segment) Record {
+func segmentRecord(id string, m *Message, s *Segment) Record {
 	return Record{
-		ID:           m.ID + "/" + strconv.Itoa(i),
+		ID:           id,
 		Timestamp:    m.Timestamp,
 		Kind:         RecordKind(s.Type),
 		MessageID:    m.ID,
@@ -139,42 +139,78 @@ func segmentRecord(m *Message, i int, s *Segment) Record {
 // message's status, stop reason, error and duration. Records share the
 // messages' slices and pointers; treat both as read-only.
 func Flatten(msgs []Message) []Record {
-	n := 0
+	// Segment record ids ("<messageId>/<index>") are cut from one string
+	// built up front: one allocation instead of one per record.
+	n, idBytes := 0, 0
 	for i := range msgs {
-		n += max(len(msgs[i].Segments), 1)
+		m := &msgs[i]
+		if m.Role == RoleUser {
+			n++
+			continue
+		}
+		k := max(len(m.Segments), 1)
+		n += k
+		for j := range k {
+			idBytes += len(m.ID) + 1 + digits(j)
+		}
 	}
+	ids := make([]byte, 0, idBytes)
+	for i := range msgs {
+		m := &msgs[i]
+		if m.Role == RoleUser {
+			continue
+		}
+		for j := range max(len(m.Segments), 1) {
+			ids = append(ids, m.ID...)
+			ids = append(ids, '/')
+			ids = strconv.AppendInt(ids, int64(j), 10)
+		}
+	}
+	idStr := string(ids)
 	out := make([]Record, 0, n)
 	for i := range msgs {
-		out = appendRecords(out, &msgs[i])
+		m := &msgs[i]
+		if m.Role == RoleUser {
+			out = append(out, Record{
+				ID:          m.ID,
+				Timestamp:   m.Timestamp,
+				Kind:        KindUser,
+				MessageID:   m.ID,
+				Content:     m.Content,
+				Attachments: m.Attachments,
+				Hidden:      m.Hidden,
+			})
+			continue
+		}
+		nextID := func(j int) string {
+			l := len(m.ID) + 1 + digits(j)
+			id := idStr[:l]
+			idStr = idStr[l:]
+			return id
+		}
+		if len(m.Segments) == 0 {
+			out = append(out, Record{ID: nextID(0), Timestamp: m.Timestamp, Kind: KindContent, MessageID: m.ID, Agent: m.Agent})
+		}
+		for j := range m.Segments {
+			out = append(out, segmentRecord(nextID(j), m, &m.Segments[j]))
+		}
+		last := &out[len(out)-1]
+		last.TurnStatus = m.Status
+		last.StopReason = m.StopReason
+		last.TurnError = m.Error
+		last.TurnDurationMs = m.DurationMs
 	}
 	return out
 }
 
-// appendRecords appends the records of one message.
-func appendRecords(out []Record, m *Message) []Record {
-	if m.Role == RoleUser {
-		return append(out, Record{
-			ID:          m.ID,
-			Timestamp:   m.Timestamp,
-			Kind:        KindUser,
-			MessageID:   m.ID,
-			Content:     m.Content,
-			Attachments: m.Attachments,
-			Hidden:      m.Hidden,
-		})
+// digits is the number of decimal digits of j >= 0.
+func digits(j int) int {
+	n := 1
+	for j >= 10 {
+		j /= 10
+		n++
 	}
-	if len(m.Segments) == 0 {
-		out = append(out, Record{ID: m.ID + "/0", Timestamp: m.Timestamp, Kind: KindContent, MessageID: m.ID, Agent: m.Agent})
-	}
-	for j := range m.Segments {
-		out = append(out, segmentRecord(m, j, &m.Segments[j]))
-	}
-	last := &out[len(out)-1]
-	last.TurnStatus = m.Status
-	last.StopReason = m.StopReason
-	last.TurnError = m.Error
-	last.TurnDurationMs = m.DurationMs
-	return out
+	return n
 }
 
 // Regroup turns history records back into messages, by the rules both

@@ -1,0 +1,9 @@
+#!/bin/sh
+# Runs the transcript package benchmarks behind docs/perf-transcript.md on one
+# core. cpu-ms/op (process CPU time, GC included) is steadier than ns/op on a
+# shared machine; the load average is printed so that figures can be judged.
+set -eu
+cd "$(dirname "$0")/.."
+uptime
+go test ./transcript -run '^$' -cpu 1 -benchtime "${BENCHTIME:-20x}" \
+	-bench 'ReducerContentDeltas|ApplyContentDeltas|FlattenRegroup10k|Flatten10k|Regroup10k|ExportEvents10k|ValidateImport10k' "$@"
