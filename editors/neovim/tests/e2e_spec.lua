@@ -201,6 +201,27 @@ describe('e2e with ochatd and the test agent', function()
     eq('completed', m.status)
   end)
 
+  it('shows a prompt sent by another client in this conversation', function()
+    local other = require('ochat.rpc').new(ws, require('ochat').config)
+    other:start()
+    local sent
+    other:request('ochat/chat/send', { conversationId = chat.conversation_id, agent = 'test', text = 'PLAIN sent from elsewhere' }, function(err, res)
+      sent = { err, res }
+    end)
+    local ended
+    chat:on_turn_end(function(m)
+      ended = m
+    end)
+    wait_for(function()
+      return ended
+    end, 10000, 'the other client\'s turn here')
+    other:stop()
+    eq(nil, sent[1])
+    wait_for(function()
+      return chat:text():find('## You\nPLAIN sent from elsewhere\n\n## test · completed\nsent from elsewhere\n', 1, true) ~= nil
+    end, 2000, 'prompt and answer: ' .. chat:text())
+  end)
+
   it('cancels a slow turn', function()
     local ended
     chat:on_turn_end(function(m)

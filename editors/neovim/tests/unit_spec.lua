@@ -209,6 +209,48 @@ describe('chat details', function()
     eq({ conversationId = 'C1' }, H.requests(conn, 'ochat/subscribe')[1])
   end)
 
+  it('keeps events that arrive before the answer that names a new conversation', function()
+    local chat, conn = H.fake_chat()
+    chat:open()
+    conn.handlers['ochat/chat/send'] = function()
+      conn:emit('ochat/event', { conversationId = 'C7', messageId = 'A7', agent = 'test', event = { type = 'content.delta', seq = 1, delta = 'early bird' } })
+      return { conversationId = 'C7', userMessageId = 'U7', assistantMessageId = 'A7', turnId = 'A7' }
+    end
+    local done
+    chat:send('new one', nil, function()
+      done = true
+    end)
+    wait_for(function()
+      return done
+    end, 1000, 'answer')
+    chat:flush()
+    eq('# new one\n\n## You\nnew one\n\n## assistant …\nearly bird\n', chat:text())
+  end)
+
+  it('shows a turn started by another editor with its prompt', function()
+    local chat, conn = H.fake_chat()
+    chat:open()
+    start_turn(chat, conn)
+    ev(conn, chat, 'A1', { type = 'turn.completed', seq = 1, stopReason = 'end_turn' })
+    conn.handlers['ochat/conversations/get'] = function()
+      return {
+        conversation = { id = 'C1' },
+        messages = {
+          { id = 'U1', role = 'user', content = 'hi' },
+          { id = 'A1', role = 'assistant', agent = 'test', status = 'completed', segments = {} },
+          { id = 'U9', role = 'user', content = 'from elsewhere' },
+          { id = 'A9', role = 'assistant', agent = 'test', status = 'streaming', segments = {} },
+        },
+      }
+    end
+    ev(conn, chat, 'A9', { type = 'content.delta', seq = 1, delta = 'answer 9' })
+    wait_for(function()
+      return #H.requests(conn, 'ochat/conversations/get') == 1 and chat:text():find('from elsewhere', 1, true)
+    end, 1000, 'adopted turn')
+    ev(conn, chat, 'A9', { type = 'content.delta', seq = 2, delta = ' continues' })
+    eq('# hi\n\n## You\nhi\n\n## assistant · completed\n\n## You\nfrom elsewhere\n\n## test …\nanswer 9 continues\n', chat:text())
+  end)
+
   it('marks a prompt the daemon refused', function()
     local chat, conn = H.fake_chat()
     chat:open()

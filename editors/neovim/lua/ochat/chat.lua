@@ -660,7 +660,14 @@ function Chat:new_conversation()
 end
 
 function Chat:on_event(p)
-  if not self.conversation_id or p.conversationId ~= self.conversation_id then
+  if not self.conversation_id then
+    if self.sending_new then
+      -- The conversation our send is creating may stream before the send's answer names it.
+      table.insert(self.early_events, p)
+    end
+    return
+  end
+  if p.conversationId ~= self.conversation_id then
     return
   end
   local ev = p.event or {}
@@ -669,6 +676,9 @@ function Chat:on_event(p)
   if not m then
     m = render.new_message({ id = mid, role = 'assistant', agent = p.agent, status = 'streaming' })
     self:add_message(m)
+    if (self.pending_sends or 0) == 0 then
+      self:adopt_turn(m)
+    end
   end
   local d = render.apply_event(m, ev)
   if d then
@@ -683,6 +693,32 @@ function Chat:on_event(p)
       self.turn_waiters = {}
     end
   end
+end
+
+-- A turn started elsewhere (another editor, the CLI): fetch the stored conversation for its user message and show
+-- it before the live turn, keeping the live message object that events keep updating.
+function Chat:adopt_turn(live)
+  local cid = self.conversation_id
+  self.conn:request('ochat/conversations/get', { conversationId = cid }, function(err, res)
+    if err or self.conversation_id ~= cid then
+      return
+    end
+    local msgs, by_id, has_live = {}, {}, false
+    for _, msg in ipairs(util.nn(res.messages) or {}) do
+      if not msg.hidden then
+        local m = msg.id == live.id and live or self.by_id[msg.id] or render.new_message(msg)
+        has_live = has_live or m == live
+        table.insert(msgs, m)
+        by_id[m.id] = m
+      end
+    end
+    if not has_live then
+      table.insert(msgs, live)
+      by_id[live.id] = live
+    end
+    self.messages, self.by_id = msgs, by_id
+    self:full_render()
+  end)
 end
 
 --- Extracts `@path` attachments (existing workspace files) from a prompt.
@@ -725,7 +761,17 @@ function Chat:send(text, opts, cb)
   if #attachments > 0 then
     params.attachments = attachments
   end
+  self.pending_sends = (self.pending_sends or 0) + 1
+  local creating = not self.conversation_id
+  if creating then
+    self.sending_new, self.early_events = true, {}
+  end
   self.conn:request('ochat/chat/send', params, function(err, res)
+    self.pending_sends = self.pending_sends - 1
+    local early = {}
+    if creating then
+      early, self.sending_new, self.early_events = self.early_events or {}, false, {}
+    end
     if err then
       um.error = util.err_text(err)
       self:mark(um, { header = true })
@@ -748,6 +794,11 @@ function Chat:send(text, opts, cb)
     self.running_id = aid
     if aid and not self.by_id[aid] then
       self:add_message(render.new_message({ id = aid, role = 'assistant', agent = self.agent, status = 'streaming' }))
+    end
+    for _, p in ipairs(early) do
+      if p.conversationId == self.conversation_id then
+        self:on_event(p)
+      end
     end
     if cb then
       cb(nil, res)
