@@ -47,6 +47,9 @@ fi
 if [ "${OCHAT_SKIP_TUI:-0}" != 1 ] && command -v tmux >/dev/null 2>&1; then
 	echo "== real TUI via tmux"
 	sh "$here/tests/tui.sh" || status=1
+	if [ -n "${OCHAT_NVIM_010:-}" ]; then
+		NVIM=$OCHAT_NVIM_010 sh "$here/tests/tui.sh" || status=1
+	fi
 fi
 
 [ $status = 0 ] && echo "neovim: all suites passed" || echo "neovim: FAILED" >&2

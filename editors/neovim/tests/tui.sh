@@ -1,7 +1,7 @@
 #!/bin/sh
 # Drives the real Neovim TUI in a private tmux server: asks the test agent to write a file, answers the permission
 # prompt from the keyboard, expands the turn's activity line, and saves the screens as text to
-# editors/neovim/artifacts/tui-capture.txt (git-ignored). Fails when an expected text is not on screen.
+# editors/neovim/artifacts/tui-capture-<nvim version>.txt (git-ignored). Fails when an expected text is not on screen.
 #
 # Needs tmux, nvim, and OCHAT_BIN_DIR with ochatd and testagent (tests/run.sh sets it). NVIM overrides the nvim.
 set -eu
@@ -14,7 +14,7 @@ sock=ochat-nvim-tui-$$
 art=$here/artifacts
 mkdir -p "$art" "$tmp/ws" "$tmp/config/ochat" "$tmp/state" "$tmp/run" "$tmp/agent"
 chmod 700 "$tmp/run"
-out=$art/tui-capture.txt
+out=$art/tui-capture-$($nv --version | head -1 | awk '{print $2}').txt
 
 cleanup() {
 	tmux -L "$sock" kill-server 2>/dev/null || true
