@@ -241,3 +241,17 @@ func TestReducerMatchesApply(t *testing.T) {
 		}
 	}
 }
+
+// TestReducerAmortisesAppends guards the streaming cost: appending a delta
+// to a long answer must not copy the answer (amortised: well under one
+// allocation per delta).
+func TestReducerAmortisesAppends(t *testing.T) {
+	r := NewReducer(Message{ID: "A", Role: RoleAssistant})
+	ev := Event{Type: EvContentDelta, Delta: "0123456789"}
+	for range 10_000 {
+		r.Apply(ev)
+	}
+	if allocs := testing.AllocsPerRun(10_000, func() { r.Apply(ev) }); allocs > 0.05 {
+		t.Errorf("%.3f allocations per delta, want amortised ~0", allocs)
+	}
+}
