@@ -533,4 +533,22 @@ describe('agents', function()
     eq({ 'Alpha  (current)', 'Beta' }, shown[3])
     eq({ conversationId = nil, agent = 'claude', configId = 'model', value = 'b' }, H.requests(conn, 'ochat/agent/setConfig')[1])
   end)
+
+  it('falls back to ochat/agents/setConfigOption', function()
+    local chat, conn = H.fake_chat()
+    conn.handlers['ochat/agents/setConfigOption'] = function()
+      return {}
+    end
+    local setting = { kind = 'config', id = 'effort', name = 'Effort', choices = {} }
+    local done
+    require('ochat.agents').set(chat, 'codex', setting, 'high', function(err)
+      done = { err }
+    end)
+    wait_for(function()
+      return done
+    end, 1000, 'set')
+    eq(nil, done[1])
+    eq('high', setting.current)
+    eq({ agent = 'codex', configId = 'effort', value = 'high' }, H.requests(conn, 'ochat/agents/setConfigOption')[1])
+  end)
 end)

@@ -79,10 +79,11 @@ end
 
 --- Sets one option through the daemon: ochat/agent/setConfig {conversationId, agent, configId, value} (the daemon
 --- calls ACP session/set_config_option, or session/set_mode for an agent that only has legacy modes; "mode" is the
---- configId of those). `cb(err)`.
+--- configId of those); ochat/agents/setConfigOption with the same params when the daemon has that name instead.
+--- `cb(err)`.
 function M.set(chat, agent, setting, value, cb)
   local params = { conversationId = chat.conversation_id, agent = agent, configId = setting.id, value = value }
-  chat.conn:request('ochat/agent/setConfig', params, function(err)
+  local function answer(err)
     if err then
       util.notify(string.format('set %s: %s', setting.name, util.err_text(err)), vim.log.levels.ERROR)
     else
@@ -91,6 +92,13 @@ function M.set(chat, agent, setting, value, cb)
     if cb then
       cb(err)
     end
+  end
+  chat.conn:request('ochat/agent/setConfig', params, function(err)
+    if err and err.code == -32601 then
+      -- The name the VS Code extension uses; whichever the daemon has.
+      return chat.conn:request('ochat/agents/setConfigOption', params, answer)
+    end
+    answer(err)
   end)
 end
 
