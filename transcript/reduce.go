@@ -24,7 +24,9 @@ import (
 //     m carry timestamps, set DurationMs if it is unset.
 //
 // A non-terminal event on a message without status marks it streaming.
-// Apply copies the event's slices, so the caller may reuse them. Appending
+// Apply changes m.Segments in place, so a copy of m made by assignment sees
+// the change (use Reducer.Message for independent snapshots); it copies the
+// event's slices, so the caller may reuse them. Appending
 // text re-allocates the segment's string; to stream long answers use a
 // Reducer, which amortises appends.
 func Apply(m *Message, ev Event) {
@@ -277,6 +279,7 @@ func (r *Reducer) Apply(ev Event) {
 	if ev.Type == EvReasoningDelta {
 		typ = SegReasoning
 	}
+	markStreaming(&r.m)
 	n := len(r.m.Segments)
 	if n > 0 && r.m.Segments[n-1].Type == typ {
 		if !r.open {
@@ -288,7 +291,6 @@ func (r *Reducer) Apply(ev Event) {
 		r.m.Segments[n-1].Content = r.b.String()
 		return
 	}
-	markStreaming(&r.m)
 	r.b = strings.Builder{}
 	r.b.WriteString(ev.Delta)
 	r.open = true

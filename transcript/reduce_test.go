@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -253,5 +254,17 @@ func TestReducerAmortisesAppends(t *testing.T) {
 	}
 	if allocs := testing.AllocsPerRun(10_000, func() { r.Apply(ev) }); allocs > 0.05 {
 		t.Errorf("%.3f allocations per delta, want amortised ~0", allocs)
+	}
+}
+
+func TestReducerMarksStreamingLikeApply(t *testing.T) {
+	start := Message{ID: "A", Segments: []Segment{{Type: SegContent, Content: "x"}}}
+	m := start
+	m.Segments = slices.Clone(start.Segments) // Apply changes segments in place
+	Apply(&m, Event{Type: EvContentDelta, Delta: "y"})
+	r := NewReducer(start)
+	r.Apply(Event{Type: EvContentDelta, Delta: "y"})
+	if got := r.Message(); !reflect.DeepEqual(got, m) {
+		t.Errorf("reducer %+v, Apply %+v", got, m)
 	}
 }
