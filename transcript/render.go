@@ -300,6 +300,8 @@ func handoffFull(m *Message) string {
 	if text := strings.TrimRight(MergeContent(m.Segments), "\n"); text != "" {
 		b.WriteString(text)
 		b.WriteString("\n")
+	} else if Summarize(*m).String() == "" {
+		b.WriteString("(no answer)\n")
 	}
 	for _, s := range m.Segments {
 		switch s.Type {

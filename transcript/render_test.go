@@ -90,6 +90,10 @@ func TestRenderHandoff(t *testing.T) {
 	if !strings.Contains(small, "Fixed it.") || !strings.Contains(small, "Cut to fit 900 bytes") || !strings.Contains(small, "[codex, shortened]") {
 		t.Errorf("small handoff:\n%s", small)
 	}
+	empty := RenderHandoff([]Message{{Role: RoleAssistant, Agent: "claude", Status: StatusCompleted}}, HandoffOptions{})
+	if !strings.Contains(empty, "[claude]\n(no answer)\n") {
+		t.Errorf("empty answer:\n%s", empty)
+	}
 	if RenderHandoff(nil, HandoffOptions{}) != "" || RenderHandoff([]Message{{Role: RoleUser, Hidden: true}}, HandoffOptions{}) != "" {
 		t.Error("nothing to hand off should give \"\"")
 	}
