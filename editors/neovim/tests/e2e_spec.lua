@@ -91,9 +91,12 @@ describe('e2e with ochatd and the test agent', function()
     chat:open({ insert = false })
     local m = turn('PLAIN hello streaming world')
     eq('completed', m.status)
+    local first = api.nvim_buf_get_lines(chat.buf, 0, 1, false)[1]
+    -- The context meter appears once the agent's usage_update has arrived.
+    assert(first == '# PLAIN hello streaming world  ·  test' or first:find('^# PLAIN hello streaming world  ·  test  ·  context 1%% %(10/1000%)$'), first)
     eq(
       table.concat({
-        '# PLAIN hello streaming world  ·  test',
+        first,
         '',
         '## You',
         'PLAIN hello streaming world',

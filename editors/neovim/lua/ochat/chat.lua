@@ -87,8 +87,8 @@ function M.get(root)
       s.agent_state[p.agent or ''] = st
       if p.title and p.title ~= vim.NIL then
         s.title = p.title
-        s:update_title()
       end
+      s:update_title()
     end
   end)
   s.conn:on('ochat/resync', function(p)
@@ -215,17 +215,59 @@ function Chat:map_prompt_keys(buf)
   end, { buffer = buf, expr = true })
 end
 
---- omnifunc for the prompt: `@partial` completes files relative to the workspace root.
+-- The agent whose state applies: the one picked, else the one that answered last.
+function Chat:current_agent()
+  if self.agent then
+    return self.agent
+  end
+  for i = #self.messages, 1, -1 do
+    if self.messages[i].agent then
+      return self.messages[i].agent
+    end
+  end
+end
+
+--- The slash commands the current agent reported (ochat/agentState `commands`), as {name, description}.
+function Chat:commands()
+  local st = self.agent_state[self:current_agent() or '']
+  return st and util.nn(st.commands) or {}
+end
+
+local omni_kind
+
+--- omnifunc for the prompt: `@partial` completes files relative to the workspace root; `/partial` at the start of
+--- the prompt completes the agent's slash commands.
 function M.omnifunc(findstart, base)
   local root = vim.b.ochat_root or vim.fn.getcwd()
   if findstart == 1 then
     local line = api.nvim_get_current_line():sub(1, api.nvim_win_get_cursor(0)[2])
+    local prompt = vim.fn.prompt_getprompt(api.nvim_get_current_buf())
+    if prompt ~= '' and line:sub(1, #prompt) == prompt then
+      line = line:sub(#prompt + 1)
+    end
+    local slash = line:match('^/[^%s]*$')
+    if slash then
+      omni_kind = 'command'
+      return api.nvim_win_get_cursor(0)[2] - #slash + 1
+    end
     local at = line:find('@[^%s@]*$')
-    return at and at or -3
+    omni_kind = 'file'
+    if not at then
+      return -3
+    end
+    return api.nvim_win_get_cursor(0)[2] - (#line - at)
   end
   local out = {}
-  local pat = root .. '/' .. base .. '*'
-  for _, f in ipairs(vim.fn.glob(pat, false, true)) do
+  if omni_kind == 'command' then
+    local s = M.states[root]
+    for _, c in ipairs(s and s:commands() or {}) do
+      if vim.startswith(c.name, base) then
+        table.insert(out, { word = c.name, menu = '[/]', info = util.nn(c.description) or '' })
+      end
+    end
+    return out
+  end
+  for _, f in ipairs(vim.fn.glob(root .. '/' .. base .. '*', false, true)) do
     local rel = util.relpath(f, root)
     if vim.fn.isdirectory(f) == 1 then
       rel = rel .. '/'
@@ -243,7 +285,18 @@ end
 local TOP = 2 -- title line + blank
 
 function Chat:title_line()
-  return '# ' .. ((self.title and self.title ~= '') and self.title or 'ochat') .. (self.agent and ('  ·  ' .. self.agent) or '')
+  local parts = { '# ' .. ((self.title and self.title ~= '') and self.title or 'ochat') }
+  local agent = self:current_agent()
+  if agent then
+    table.insert(parts, agent)
+  end
+  -- The context meter, as the agent reported it (ACP usage_update: used / size tokens).
+  local st = self.agent_state[agent or '']
+  local usage = st and util.nn(st.usage)
+  if type(usage) == 'table' and type(util.nn(usage.used)) == 'number' and type(util.nn(usage.size)) == 'number' and usage.size > 0 then
+    table.insert(parts, string.format('context %d%% (%d/%d)', math.floor(usage.used * 100 / usage.size + 0.5), usage.used, usage.size))
+  end
+  return table.concat(parts, '  ·  ')
 end
 
 function Chat:update_title()

@@ -157,8 +157,7 @@ function M.complete_prompt(arglead)
   if arglead:sub(1, 1) == '/' then
     local s = require('ochat.chat').states[root]
     local out = {}
-    local st = s and s.agent and s.agent_state[s.agent]
-    for _, cmd in ipairs(st and st.commands ~= vim.NIL and st.commands or {}) do
+    for _, cmd in ipairs(s and s:commands() or {}) do
       local name = '/' .. cmd.name
       if name:sub(1, #arglead) == arglead then
         table.insert(out, name)
