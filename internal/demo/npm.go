@@ -108,7 +108,7 @@ func (p NPMPackage) Install(ctx context.Context, cacheRoot string, log io.Writer
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	if err := cmd.Run(); err != nil {
-		return Install{}, fmt.Errorf("install %s adapters: npm ci in %s: %w\n%s", p.Name, tmp, err, lastBytes(tail.Bytes(), 2000))
+		return Install{}, fmt.Errorf("install %s adapters: npm ci in %s: %w\n%s", p.Name, tmp, err, clip(tail.Bytes(), 1500))
 	}
 	if err := os.WriteFile(filepath.Join(tmp, stampFile), []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o644); err != nil {
 		return Install{}, fmt.Errorf("install %s adapters: %w", p.Name, err)
@@ -123,12 +123,15 @@ func (p NPMPackage) Install(ctx context.Context, cacheRoot string, log io.Writer
 	return Install{Dir: dir, Duration: time.Since(start)}, nil
 }
 
-// lastBytes returns at most n trailing bytes of b.
-func lastBytes(b []byte, n int) []byte {
-	if len(b) > n {
-		return b[len(b)-n:]
+// clip returns b, or its first and last n/2 bytes when longer than n
+// (npm puts the reason first and a long usage text after it).
+func clip(b []byte, n int) []byte {
+	if len(b) <= n {
+		return b
 	}
-	return b
+	out := append([]byte(nil), b[:n/2]...)
+	out = append(out, "\n…\n"...)
+	return append(out, b[len(b)-n/2:]...)
 }
 
 // CodexACP returns the command that starts codex-acp from this install:

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -30,18 +31,77 @@ func need(t *testing.T) {
 	}
 }
 
+// readPackage reads a pinned package.json + package-lock.json from dir.
+func readPackage(t *testing.T, name, dir string) demo.NPMPackage {
+	t.Helper()
+	pj, err := os.ReadFile(filepath.Join(dir, "package.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock, err := os.ReadFile(filepath.Join(dir, "package-lock.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return demo.NPMPackage{Name: name, PackageJSON: pj, Lock: lock}
+}
+
+var (
+	extraOnce sync.Once
+	extraIn   demo.Install
+	extraErr  error
+)
+
+// extraAdapters installs (or reuses) Gemini CLI and OpenCode (npm-extra/).
+func extraAdapters(t *testing.T) demo.Install {
+	t.Helper()
+	extraOnce.Do(func() {
+		cache, err := demo.CacheDir()
+		if err != nil {
+			extraErr = err
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		extraIn, extraErr = readPackage(t, "e2e-extra", "npm-extra").Install(ctx, cache, nil)
+		if extraErr == nil {
+			t.Logf("metric: extra adapters install reused=%v took %v", extraIn.Reused, extraIn.Duration.Round(time.Millisecond))
+		}
+	})
+	if extraErr != nil {
+		t.Fatal(extraErr)
+	}
+	return extraIn
+}
+
+// setupExtraAgent configures "gemini" or "opencode" against s with private
+// state under root (research/real-agents/README.md, agents 3 and 4).
+func setupExtraAgent(t *testing.T, name string, s *fakemodel.Server, in demo.Install, root string) agentSetup {
+	t.Helper()
+	a := agentSetup{name: name, allowKind: "allow_once"}
+	var err error
+	switch name {
+	case "gemini":
+		a.command = "node"
+		a.args = []string{filepath.Join(in.Dir, "node_modules", "@google", "gemini-cli", "bundle", "gemini.js"), "--acp"}
+		a.env, err = s.GeminiEnv(filepath.Join(root, "home-gemini"))
+	case "opencode":
+		arch := map[string]string{"amd64": "x64", "arm64": "arm64"}[runtime.GOARCH]
+		a.command = filepath.Join(in.Dir, "node_modules", "opencode-"+runtime.GOOS+"-"+arch, "bin", "opencode")
+		a.args = []string{"acp"}
+		a.env, err = s.OpencodeEnv(filepath.Join(root, "opencode"))
+	default:
+		t.Fatalf("unknown agent %q", name)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
 // e2ePackage pins both adapters (npm/package.json + npm/package-lock.json).
 func e2ePackage(t *testing.T) demo.NPMPackage {
 	t.Helper()
-	pj, err := os.ReadFile(filepath.Join("npm", "package.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	lock, err := os.ReadFile(filepath.Join("npm", "package-lock.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return demo.NPMPackage{Name: "e2e", PackageJSON: pj, Lock: lock}
+	return readPackage(t, "e2e", "npm")
 }
 
 var (
