@@ -383,6 +383,21 @@ describe('diff', function()
     eq('lua', api.nvim_buf_get_option(api.nvim_win_get_buf(wins[2]), 'filetype'))
   end)
 
+  it('applies the proposed side as edited in the diff tab', function()
+    local chat, _, root = H.fake_chat()
+    local path = root .. '/e.txt'
+    H.write(path, 'one\n')
+    local m = render.new_message({ id = 'A', role = 'assistant' })
+    local seg = { type = 'fileChange', path = path, oldText = 'one\n', newText = 'two\n' }
+    require('ochat.diff').open(chat, m, seg)
+    local right = api.nvim_tabpage_list_wins(0)[2]
+    api.nvim_set_current_win(right)
+    api.nvim_buf_set_lines(0, 0, -1, false, { 'two', 'and my own line' })
+    vim.cmd('normal ga')
+    eq('two\nand my own line\n', H.read(path))
+    eq('applied (edited)', seg.status)
+  end)
+
   it('reviews every file of a turn, one tab each', function()
     local chat = H.fake_chat()
     local m = render.new_message({

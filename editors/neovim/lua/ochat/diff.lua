@@ -39,11 +39,11 @@ local function text_lines(text)
   return ls
 end
 
-local function scratch(name, lines, path)
+local function scratch(name, lines, path, modifiable)
   local buf = api.nvim_create_buf(false, true)
   pcall(api.nvim_buf_set_name, buf, name)
   api.nvim_buf_set_lines(buf, 0, -1, false, lines)
-  api.nvim_buf_set_option(buf, 'modifiable', false)
+  api.nvim_buf_set_option(buf, 'modifiable', modifiable == true)
   api.nvim_buf_set_option(buf, 'bufhidden', 'wipe')
   local ft = filetype_of(path, buf)
   if ft ~= '' then
@@ -59,7 +59,8 @@ function M.open(chat, m, seg)
   local tab = api.nvim_get_current_tabpage()
   local empty = api.nvim_get_current_buf()
   local left = scratch(string.format('ochat://before/%s/%s', m.id or '-', rel), text_lines(util.nn(seg.oldText)), rel)
-  local right = scratch(string.format('ochat://after/%s/%s', m.id or '-', rel), text_lines(util.nn(seg.newText)), rel)
+  -- The proposed side is editable: `ga` applies what it holds.
+  local right = scratch(string.format('ochat://after/%s/%s', m.id or '-', rel), text_lines(util.nn(seg.newText)), rel, true)
   api.nvim_buf_set_var(left, 'ochat_root', chat.root)
   api.nvim_buf_set_var(right, 'ochat_root', chat.root)
   api.nvim_win_set_buf(0, left)
@@ -79,7 +80,7 @@ function M.open(chat, m, seg)
       end
     end
     map(k.apply, function()
-      M.change(chat, m, seg, 'apply')
+      M.apply_from_diff(chat, m, seg, right)
     end)
     map(k.revert, function()
       M.change(chat, m, seg, 'revert')
@@ -277,6 +278,26 @@ function M.change(chat, m, seg, action, cb)
     end
     done(err)
   end)
+end
+
+--- `ga` in a diff tab: applies the change; when the proposed (right) side was edited, applies the edited text
+--- instead (built here as a WorkspaceEdit, since the daemon only knows the agent's text). `cb(err)`.
+function M.apply_from_diff(chat, m, seg, right, cb)
+  local lines = api.nvim_buf_get_lines(right, 0, -1, false)
+  if vim.deep_equal(lines, text_lines(util.nn(seg.newText))) then
+    return M.change(chat, m, seg, 'apply', cb)
+  end
+  local err = M.change_locally({ path = seg.path, newText = table.concat(lines, '\n') .. '\n' }, 'apply')
+  if err then
+    util.notify(string.format('apply %s: %s', seg.path or '?', util.err_text(err)), vim.log.levels.ERROR)
+  else
+    seg.status = 'applied (edited)'
+    chat:mark(m, { activity = true })
+    api.nvim_buf_set_option(right, 'modified', false)
+  end
+  if cb then
+    cb(err)
+  end
 end
 
 --- Client-side apply/revert from the fileChange's own oldText/newText. Returns an error object or nil.
