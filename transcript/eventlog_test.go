@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -304,6 +305,59 @@ not json
 	for _, m := range res.Messages {
 		if m.Role == RoleUser && m.Content != "hi" {
 			t.Errorf("a tool result became a user message: %+v", m)
+		}
+	}
+}
+
+// TestValidateFindsInjectedFaults breaks valid exports in one place and
+// checks that Validate names that place.
+func TestValidateFindsInjectedFaults(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	for i := range 300 {
+		log, _ := exportString(t, ConversationMeta{Title: "t"}, genConversation(r, 1+r.IntN(4)))
+		lines := slices.Collect(strings.Lines(log))
+		k := 1 + r.IntN(len(lines)-1) // 0-based index of a line that is not the first
+		var bad []string
+		var wantLine int
+		var want string
+		switch fault := r.IntN(4); fault {
+		case 0: // drop a line: the next one follows a gap
+			if k == len(lines)-1 {
+				k--
+			}
+			bad = append(slices.Clone(lines[:k]), lines[k+1:]...)
+			wantLine, want = k+1, "seq gap"
+		case 1: // repeat a line
+			bad = append(slices.Clone(lines[:k+1]), lines[k:]...)
+			wantLine, want = k+2, "duplicate seq"
+		case 2: // cut a line short
+			bad = slices.Clone(lines)
+			bad[k] = bad[k][:len(bad[k])/2] + "\n"
+			wantLine, want = k+1, "broken JSON"
+		case 3: // an event type nobody knows
+			bad = slices.Clone(lines)
+			var e LogEvent
+			_ = json.Unmarshal([]byte(bad[k]), &e)
+			bad[k] = strings.Replace(bad[k], `"type":"`+e.Type+`"`, `"type":"vendor/x"`, 1)
+			wantLine, want = k+1, "unknown event type"
+		}
+		vs := Validate([]byte(strings.Join(bad, "")))
+		found := false
+		for _, v := range vs {
+			if v.Line == wantLine && strings.Contains(v.Message, want) {
+				found = true
+			}
+		}
+		if !found {
+			t.Fatalf("case %d: want %q on line %d, got %v", i, want, wantLine, vs)
+		}
+		// The importer takes what it can and never makes a user message of
+		// anything but a user/message line.
+		imp := Import([]byte(strings.Join(bad, "")))
+		for _, m := range imp.Messages {
+			if m.Role == RoleUser && !strings.HasPrefix(m.Content, "question") && !strings.HasPrefix(m.ID, "seq-") {
+				t.Fatalf("case %d: odd user message %+v", i, m)
+			}
 		}
 	}
 }
