@@ -9,19 +9,21 @@ GEN=${GEN:-/work/shared/tools/gen-claude-store.py}
 [ -d "$S/.claude" ] || python3 "$GEN" "$S" /home/dev/project "$MB" "$N" > /dev/null
 BIN=$(mktemp -d)/nativelist
 (cd "$ROOT" && go build -o "$BIN" ./bench/nativelist)
-run() { # label, env...
-  local label=$1; shift
+run() { # label, flags, env...
+  local label=$1 flags=$2; shift 2
   local tf; tf=$(mktemp)
-  local out; out=$(env "$@" /usr/bin/time -v "$BIN" -home "$S" -read 2>"$tf" | tr -d '\n ')
+  local out; out=$(env "$@" /usr/bin/time -v "$BIN" -home "$S" $flags 2>"$tf" | tr -d '\n ')
   local rss; rss=$(awk -F': ' '/Maximum resident set size/{print $2}' "$tf")
   echo "{\"run\":\"$label\",\"maxRSSKiB\":$rss,\"result\":$out}"
   rm -f "$tf"
 }
+# listing only (its RSS is the listing's), then listing + full Read of every session
 for p in 1 2; do
-  for i in 1 2 3; do run "warm-P$p-$i" GOMAXPROCS=$p; done
+  for i in 1 2 3; do run "list-pagecache-warm-P$p-$i" "" GOMAXPROCS=$p; done
+  run "list+read-P$p" "-read" GOMAXPROCS=$p
 done
 if sync && echo 3 > /proc/sys/vm/drop_caches 2>/dev/null; then
-  run "cold-P1" GOMAXPROCS=1
+  run "list-pagecache-cold-P1" "" GOMAXPROCS=1
   sync && echo 3 > /proc/sys/vm/drop_caches
-  run "cold-P2" GOMAXPROCS=2
+  run "list-pagecache-cold-P2" "" GOMAXPROCS=2
 fi

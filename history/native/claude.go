@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/ochat-dev/ochat/transcript"
@@ -276,8 +277,8 @@ func newClaudeReader(path string) *claudeReader {
 
 // add takes one line. Bad lines are counted, never fatal.
 func (r *claudeReader) add(n int, line []byte) {
-	var l claudeLine
-	if !validLine(line) || decodeLenient(line, &l) != nil || l.Type == "" {
+	l, ok := skimClaudeLine(line)
+	if !ok {
 		r.t.Diagnostics.SkippedLines++
 		r.t.Diagnostics.problemf("line %d: not a JSON record, skipped", n)
 		return
@@ -309,12 +310,92 @@ func (r *claudeReader) add(n int, line []byte) {
 	}
 	switch l.Type {
 	case "user", "assistant", "system":
+		// keep private copies of the raw values the build needs; the line
+		// buffer is reused
+		l.Message = bytes.Clone(l.Message)
+		l.Content = bytes.Clone(l.Content)
+		if bytes.Contains(l.ToolUseResult, []byte(`"structuredPatch"`)) || bytes.Contains(l.ToolUseResult, []byte(`"agentId"`)) {
+			l.ToolUseResult = bytes.Clone(l.ToolUseResult)
+		} else {
+			l.ToolUseResult = nil
+		}
 	default:
 		// keep only the chain links of bookkeeping lines
 		l = claudeLine{Type: l.Type, UUID: l.UUID, ParentUUID: l.ParentUUID, LogicalParentUUID: l.LogicalParentUUID, IsSidechain: l.IsSidechain}
 	}
 	r.byUUID[l.UUID] = len(r.lines)
 	r.lines = append(r.lines, &l)
+}
+
+// skimClaudeLine reads the top-level fields of one line without decoding
+// the large values (message, toolUseResult stay raw and alias line).
+func skimClaudeLine(line []byte) (claudeLine, bool) {
+	var l claudeLine
+	if !validLine(line) {
+		return l, false
+	}
+	str := func(v []byte) string {
+		if s, ok := rawString(v); ok {
+			return s
+		}
+		return jsonString(v)
+	}
+	ok := objectFields(line, func(k, v []byte) bool {
+		switch string(k) {
+		case "type":
+			l.Type = str(v)
+		case "subtype":
+			l.Subtype = str(v)
+		case "uuid":
+			l.UUID = str(v)
+		case "parentUuid":
+			l.ParentUUID = str(v)
+		case "logicalParentUuid":
+			l.LogicalParentUUID = str(v)
+		case "isSidechain":
+			l.IsSidechain = string(v) == "true"
+		case "isMeta":
+			l.IsMeta = string(v) == "true"
+		case "isCompactSummary":
+			l.IsCompactSummary = string(v) == "true"
+		case "isApiErrorMessage":
+			l.IsAPIErrorMessage = string(v) == "true"
+		case "cwd":
+			l.Cwd = str(v)
+		case "sessionId":
+			l.SessionID = str(v)
+		case "gitBranch":
+			l.GitBranch = str(v)
+		case "timestamp":
+			l.Timestamp = str(v)
+		case "message":
+			l.Message = v
+		case "toolUseResult":
+			l.ToolUseResult = v
+		case "content":
+			l.Content = v
+		case "compactMetadata":
+			_ = decodeLenient(v, &l.CompactMetadata)
+		case "durationMs":
+			l.DurationMs, _ = strconv.ParseInt(string(v), 10, 64)
+		case "summary":
+			l.Summary = str(v)
+		case "customTitle":
+			l.CustomTitle = str(v)
+		case "aiTitle":
+			l.AITitle = str(v)
+		case "agentName":
+			l.AgentName = str(v)
+		case "lastPrompt":
+			l.LastPrompt = str(v)
+		case "operation":
+			l.Operation = str(v)
+		case "agentId":
+			l.AgentID = str(v)
+		}
+		return true
+	})
+	return l, ok && l.Type != ""
 }
 
 // validLine rejects lines with NUL bytes or raw control characters outside
@@ -416,7 +497,12 @@ func (r *claudeReader) build() *Transcript {
 func (r *claudeReader) userLine(b *builder, l *claudeLine, ts int64, edits map[string]claudeBlock) {
 	t := &r.t
 	var m claudeMessage
-	if len(l.Message) == 0 || decodeLenient(l.Message, &m) != nil {
+	if len(l.Message) == 0 || string(l.Message) == "null" {
+		return
+	}
+	if decodeLenient(l.Message, &m) != nil {
+		t.Diagnostics.SkippedLines++
+		t.Diagnostics.problemf("%s: message is not valid JSON, skipped", l.UUID)
 		return
 	}
 	text, blocks, ok := claudeBlocks(m.Content)
@@ -491,7 +577,12 @@ func (r *claudeReader) userLine(b *builder, l *claudeLine, ts int64, edits map[s
 func (r *claudeReader) assistantLine(b *builder, l *claudeLine, ts int64, edits map[string]claudeBlock) {
 	t := &r.t
 	var m claudeMessage
-	if len(l.Message) == 0 || decodeLenient(l.Message, &m) != nil {
+	if len(l.Message) == 0 || string(l.Message) == "null" {
+		return
+	}
+	if decodeLenient(l.Message, &m) != nil {
+		t.Diagnostics.SkippedLines++
+		t.Diagnostics.problemf("%s: message is not valid JSON, skipped", l.UUID)
 		return
 	}
 	_, blocks, ok := claudeBlocks(m.Content)
