@@ -35,6 +35,7 @@ suite() { # suite NVIM LABEL [EXTRA_SPEC...]
 	fi
 	if [ "${OCHAT_SKIP_BENCH:-0}" != 1 ]; then
 		"$nv" --headless -n -i NONE -u NONE --cmd "set rtp^=$here" -c 'luafile tests/bench.lua' </dev/null || status=1
+		"$nv" --headless -n -i NONE -u NONE --cmd "set rtp^=$here" -c 'luafile tests/bench_e2e.lua' </dev/null || status=1
 	fi
 }
 

@@ -68,7 +68,8 @@ function M.get(root)
     by_id = {},
     blocks = {},
     agent_state = {}, -- agent -> last ochat/agentState params
-    stats = { flushes = 0, total_ms = 0, max_ms = 0, last_ms = 0 },
+    -- Render figures: flushes, time in flushes (ms), and lags = notification-to-flush delays (ms), for bench/.
+    stats = { flushes = 0, total_ms = 0, max_ms = 0, last_ms = 0, lags = {} },
     dirty = {},
   }, Chat)
   M.states[root] = s
@@ -351,6 +352,7 @@ function Chat:add_message(m)
     return
   end
   self:flush() -- earlier dirty blocks first, so starts are right
+  self.last_flush = nil -- a new block is not streaming: its first change need not wait for the interval
   local last = self.blocks[#self.blocks]
   local start = last and (last.start + block_len(last)) or TOP
   local bl, info = self:block_lines(m)
@@ -372,10 +374,16 @@ function Chat:mark(m, d)
     cur = {}
     self.dirty[m] = cur
   end
+  self.dirty_since = self.dirty_since or util.now_ms()
   cur.header = cur.header or d.header
   cur.activity = cur.activity or d.activity
   if d.body_from then
     cur.body_from = cur.body_from and math.min(cur.body_from, d.body_from) or d.body_from
+  end
+  -- Under a flood of notifications the scheduled flush waits behind them: flush inline once the oldest change has
+  -- waited a whole interval, so the lag stays near one interval.
+  if util.now_ms() - self.dirty_since >= cfg().ui.render_interval_ms then
+    return self:flush()
   end
   self:schedule_flush()
 end
@@ -402,6 +410,7 @@ end
 function Chat:flush()
   if next(self.dirty) == nil or not (self.buf and api.nvim_buf_is_valid(self.buf)) then
     self.dirty = {}
+    self.dirty_since = nil
     return
   end
   local t0 = util.now_ms()
@@ -436,9 +445,20 @@ function Chat:flush()
   api.nvim_buf_set_option(buf, 'modifiable', false)
   self.dirty = {}
   self:follow()
-  local dt = util.now_ms() - t0
-  self.last_flush = util.now_ms()
+  local now = util.now_ms()
+  local dt = now - t0
+  self.last_flush = now
   local st = self.stats
+  -- Notification-to-buffer latency: from the first change of this batch to its flush (coalescing included).
+  if self.dirty_since then
+    local lag = now - self.dirty_since
+    self.dirty_since = nil
+    st.lags = st.lags or {}
+    if #st.lags >= 1000 then
+      table.remove(st.lags, 1)
+    end
+    table.insert(st.lags, lag)
+  end
   st.flushes = st.flushes + 1
   st.total_ms = st.total_ms + dt
   st.last_ms = dt
