@@ -182,6 +182,24 @@ describe('chat buffer', function()
   end)
 end)
 
+describe('connection', function()
+  it('fails at once with a clear message when ochatd is missing', function()
+    require('ochat').setup({ cmd = { '/nonexistent/ochatd' } })
+    local root = vim.fn.tempname()
+    vim.fn.mkdir(root, 'p')
+    local chat = require('ochat.chat').get(root)
+    local got
+    chat:send('hello', nil, function(err)
+      got = err
+    end)
+    wait_for(function()
+      return got
+    end, 1000, 'the send to fail')
+    assert(got.message:find('/nonexistent/ochatd not found', 1, true), got.message)
+    eq('closed', chat.conn.state)
+  end)
+end)
+
 describe('chat details', function()
   it('completes @files in the prompt', function()
     local chat, _, root = H.fake_chat()

@@ -121,9 +121,32 @@ function Conn:argv()
   return argv
 end
 
+-- Fails every queued request with err and stops retrying until the next request.
+function Conn:give_up(err)
+  self.state = 'closed'
+  self.attempts = self.config.reconnect.max_attempts or math.huge
+  local q = self.queue
+  self.queue = {}
+  for _, r in ipairs(q) do
+    pcall(r[3], err, nil)
+  end
+end
+
 function Conn:start()
   self.gen = self.gen + 1
   local gen = self.gen
+  local exe = self:argv()[1]
+  if vim.fn.executable(exe) ~= 1 then
+    local msg = string.format('%s not found or not executable: install ochatd (go install github.com/ochat-dev/ochat/cmd/ochatd@latest) or set cmd in setup{}', exe)
+    self.last_error = msg
+    vim.schedule(function()
+      if gen == self.gen then
+        util.notify(msg, vim.log.levels.ERROR)
+        self:give_up({ code = -32099, message = msg })
+      end
+    end)
+    return
+  end
   self.state = 'starting'
   local function live()
     return gen == self.gen and not self.stopped
@@ -221,11 +244,7 @@ function Conn:on_exit(code, signal)
   end
   local rc = self.config.reconnect
   if rc.max_attempts and self.attempts >= rc.max_attempts then
-    local q = self.queue
-    self.queue = {}
-    for _, r in ipairs(q) do
-      pcall(r[3], closed, nil)
-    end
+    self:give_up(closed)
     util.notify(
       string.format('ochatd exited (code %s) and did not come back after %d attempts; run :checkhealth ochat', code, self.attempts),
       vim.log.levels.ERROR
@@ -247,12 +266,12 @@ end
 function Conn:request(method, params, cb)
   cb = cb or function() end
   if self.state ~= 'ready' or not self.client then
+    table.insert(self.queue, { method, params, cb })
     if self.state == 'closed' and self.config.reconnect.max_attempts and self.attempts >= self.config.reconnect.max_attempts then
-      -- Gave up: restart from scratch on a new explicit request.
+      -- Gave up earlier: a new explicit request starts over.
       self.attempts = 0
       self:start()
     end
-    table.insert(self.queue, { method, params, cb })
     return
   end
   self.next_id = self.next_id + 1
