@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"runtime/debug"
+	"strconv"
 	"sync"
 
 	"go.lsp.dev/jsonrpc2"
@@ -23,9 +24,10 @@ import (
 // are bounded by Options.ClientQueue; a client that falls further behind is
 // unsubscribed from that conversation and sent ochat/resync.
 type client struct {
-	s    *Server
-	rwc  io.ReadWriteCloser
-	conn jsonrpc2.Conn
+	s      *Server
+	rwc    io.ReadWriteCloser
+	stream *lspStream
+	conn   jsonrpc2.Conn
 
 	// lifecycle; touched only by the read loop (jsonrpc2 calls the handler
 	// from one goroutine).
@@ -51,14 +53,30 @@ const (
 	stateShutdown
 )
 
-// outItem is a queued reply (reply != nil) or notification.
+// outItem is a queued reply (reply != nil) or a notification already framed
+// (shared by every client it goes to; never modified).
 type outItem struct {
 	reply  jsonrpc2.Replier
 	result any
 	err    error
 
-	method string
-	params json.RawMessage
+	frame []byte
+}
+
+// frameNotification returns the LSP-framed bytes of a notification.
+func frameNotification(method string, params json.RawMessage) []byte {
+	m, _ := json.Marshal(method)
+	n := len(`{"jsonrpc":"2.0","method":,"params":}`) + len(m) + len(params)
+	b := make([]byte, 0, n+24)
+	b = append(b, "Content-Length: "...)
+	b = strconv.AppendInt(b, int64(n), 10)
+	b = append(b, "\r\n\r\n"...)
+	b = append(b, `{"jsonrpc":"2.0","method":`...)
+	b = append(b, m...)
+	b = append(b, `,"params":`...)
+	b = append(b, params...)
+	b = append(b, '}')
+	return b
 }
 
 func newClient(s *Server, rwc io.ReadWriteCloser) *client {
@@ -74,7 +92,8 @@ func newClient(s *Server, rwc io.ReadWriteCloser) *client {
 
 // run serves the connection until it ends.
 func (c *client) run(ctx context.Context) {
-	c.conn = jsonrpc2.NewConn(newLSPStream(c.rwc))
+	c.stream = newLSPStream(c.rwc)
+	c.conn = jsonrpc2.NewConn(c.stream)
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
@@ -105,8 +124,19 @@ func (c *client) close() {
 	})
 }
 
-// writer drains the queue in order.
+// writer drains the queue in order; consecutive notifications go out in one
+// write (up to writeBatch bytes).
 func (c *client) writer(ctx context.Context) {
+	const writeBatch = 256 << 10
+	var buf []byte
+	flush := func() error {
+		if len(buf) == 0 {
+			return nil
+		}
+		err := c.stream.writeFramed(buf)
+		buf = buf[:0]
+		return err
+	}
 	for {
 		select {
 		case <-c.signal:
@@ -126,9 +156,14 @@ func (c *client) writer(ctx context.Context) {
 				it := &items[i]
 				var err error
 				if it.reply != nil {
-					err = it.reply(ctx, it.result, it.err)
+					if err = flush(); err == nil {
+						err = it.reply(ctx, it.result, it.err)
+					}
 				} else {
-					err = c.conn.Notify(ctx, it.method, it.params)
+					buf = append(buf, it.frame...)
+					if len(buf) >= writeBatch {
+						err = flush()
+					}
 				}
 				if err != nil {
 					c.s.log.Debug("write to client failed", "client", c.name, "err", err)
@@ -136,6 +171,11 @@ func (c *client) writer(ctx context.Context) {
 					return
 				}
 				*it = outItem{}
+			}
+			if err := flush(); err != nil {
+				c.s.log.Debug("write to client failed", "client", c.name, "err", err)
+				c.close()
+				return
 			}
 		}
 	}
@@ -163,9 +203,9 @@ func (c *client) queueReply(reply jsonrpc2.Replier, result any, err error) {
 	c.push(outItem{reply: reply, result: result, err: err}, false)
 }
 
-// notifyLocked queues a notification for topic t, or drops the client from t
-// (and queues ochat/resync) when it is too far behind. s.mu is held.
-func (c *client) notifyLocked(t *topic, method string, params json.RawMessage) {
+// notifyLocked queues a framed notification for topic t, or drops the client
+// from t (and queues ochat/resync) when it is too far behind. s.mu is held.
+func (c *client) notifyLocked(t *topic, frame []byte) {
 	c.mu.Lock()
 	behind := c.notes >= c.s.opts.ClientQueue
 	c.mu.Unlock()
@@ -173,16 +213,11 @@ func (c *client) notifyLocked(t *topic, method string, params json.RawMessage) {
 		delete(t.subs, c)
 		delete(c.subs, t.id)
 		raw, _ := marshalParams(ResyncParams{ConversationID: t.id, Reason: fmt.Sprintf("client fell more than %d notifications behind", c.s.opts.ClientQueue)})
-		c.push(outItem{method: NotifyResync, params: raw}, false)
+		c.push(outItem{frame: frameNotification(NotifyResync, raw)}, false)
 		c.s.log.Warn("client fell behind; dropped from live events", "client", c.name, "conversation", t.id)
 		return
 	}
-	c.push(outItem{method: method, params: params}, true)
-}
-
-// notifyAnyLocked queues a notification not tied to a topic's backlog.
-func (c *client) notify(method string, params json.RawMessage) {
-	c.push(outItem{method: method, params: params}, false)
+	c.push(outItem{frame: frame}, true)
 }
 
 // errReplied is returned by a method handler that queued its reply itself

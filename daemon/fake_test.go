@@ -76,6 +76,8 @@ func (f *fakeFactory) startCount() int {
 //	SLOW             a content delta every 2 ms until cancelled → "cancelled"
 //	CRASH            one delta, then the process "exits" with an error
 //	STREAM n [us]    n content deltas "x", us microseconds apart; end_turn
+//	TIMED n rate     n deltas holding their send time in ns, rate per second
+//	HOLD n           n deltas, then wait for a cancel
 type fakeAgent struct {
 	h    agents.Handler
 	ws   string
@@ -205,6 +207,30 @@ func (a *fakeAgent) Prompt(ctx context.Context, sid string, prompt []acp.Content
 		a.err = errors.New("exit status 2; stderr: boom")
 		a.Close()
 		return "", fmt.Errorf("agent exited mid-turn: %w", a.err)
+	case "TIMED": // TIMED n rate: deltas carrying their send time (UnixNano), rate per second in 1 ms bursts
+		n, _ := strconv.Atoi(f[1])
+		rate, _ := strconv.Atoi(f[2])
+		perMs := max(rate/1000, 1)
+		next := time.Now()
+		for i := 0; i < n; i++ {
+			if i%perMs == 0 && i > 0 {
+				next = next.Add(time.Millisecond)
+				time.Sleep(time.Until(next))
+			}
+			delta(transcript.EvContentDelta, strconv.FormatInt(time.Now().UnixNano(), 10)+" ")
+		}
+		return "end_turn", nil
+	case "HOLD": // HOLD n: n deltas, then wait for cancel
+		n, _ := strconv.Atoi(f[1])
+		for i := 0; i < n; i++ {
+			delta(transcript.EvContentDelta, "word ")
+		}
+		select {
+		case <-cancel:
+			return "cancelled", nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
 	case "STREAM":
 		n, us := 100, 0
 		if len(f) > 1 {

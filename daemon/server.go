@@ -341,7 +341,8 @@ func (s *Server) broadcastLocked(t *topic, method string, params any) {
 		s.log.Error("marshal notification", "method", method, "err", err)
 		return
 	}
+	frame := frameNotification(method, raw)
 	for c := range t.subs {
-		c.notifyLocked(t, method, raw)
+		c.notifyLocked(t, frame)
 	}
 }

@@ -174,5 +174,15 @@ func (s *lspStream) writeRaw(data []byte) error {
 	return nil
 }
 
+// writeFramed writes bytes that are already whole frames.
+func (s *lspStream) writeFramed(b []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, err := s.conn.Write(b); err != nil {
+		return fmt.Errorf("write frame: %w", err)
+	}
+	return nil
+}
+
 // Close implements jsonrpc2.Stream.
 func (s *lspStream) Close() error { return s.conn.Close() }
