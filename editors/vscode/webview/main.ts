@@ -89,7 +89,10 @@ function renderAll(): void {
   scrollToEnd(true);
 }
 
-function renderMessage(m: Message): void {
+/** Messages whose Markdown did not fit in the last frame's budget. */
+const unfinished = new Set<string>();
+
+function renderMessage(m: Message, deadline = Infinity): void {
   if (m.hidden) return;
   let v = views.get(m.id);
   if (m.role === 'user') {
@@ -117,7 +120,8 @@ function renderMessage(m: Message): void {
   v.head.textContent = '';
   append(v.head, icon('hubot'), h('span', { class: 'agent-name', text: m.agent || 'agent' }), statusBadge(m));
   const text = (m.segments ?? []).filter((s) => s.type === 'content').map((s) => s.content ?? '').join('');
-  v.content.update(text, streaming);
+  if (v.content.update(text, streaming, deadline)) unfinished.delete(m.id);
+  else unfinished.add(m.id);
   renderActivity(m, v);
   if (m.status === 'failed' && m.error && !v.el.querySelector('.turn-error')) {
     v.el.appendChild(h('div', { class: 'turn-error' }, icon('error'), ' ' + m.error));
@@ -202,8 +206,8 @@ function diffLines(s: Segment): DiffLine[] {
 function renderDiff(s: Segment): HTMLElement {
   const lines = diffLines(s);
   const pre = h('pre', { class: 'diff' });
-  for (const l of lines.slice(0, 2000)) pre.appendChild(h('span', { class: `dl ${l.kind}`, text: l.text + '\n' }));
-  if (lines.length > 2000) pre.appendChild(h('span', { class: 'dl meta', text: `… ${lines.length - 2000} more lines (open the diff editor)\n` }));
+  for (const l of lines.slice(0, 2000)) pre.appendChild(h('span', { class: `dl ${l.kind}`, text: l.text || ' ' }));
+  if (lines.length > 2000) pre.appendChild(h('span', { class: 'dl meta', text: `… ${lines.length - 2000} more lines (open the diff editor)` }));
   return pre;
 }
 
@@ -482,7 +486,11 @@ function flush(): void {
     dirty.add(m.id);
     if (p.event.type === 'turn.completed' || p.event.type === 'turn.failed') ended = true;
   }
-  for (const id of dirty) { const m = model.message(id); if (m) renderMessage(m); }
+  // A frame renders for about 12 ms; Markdown left over continues on the next frame.
+  const deadline = performance.now() + 12;
+  for (const id of unfinished) dirty.add(id);
+  for (const id of dirty) { const m = model.message(id); if (m) renderMessage(m, deadline); }
+  if (unfinished.size) schedule();
   if (ended) renderPermissions();
   if (ended || wasRunning !== !!model.running) renderChrome();
   scrollToEnd();

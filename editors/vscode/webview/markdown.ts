@@ -31,13 +31,17 @@ export function escapeHtml(s: string): string {
 
 /** renderMarkdown renders one Markdown text to sanitised HTML. */
 export function renderMarkdown(text: string): string {
-  return DOMPurify.sanitize(md.render(text), { USE_PROFILES: { html: true }, FORBID_TAGS: ['style', 'form', 'input'], FORBID_ATTR: ['style'] });
+  return DOMPurify.sanitize(md.render(text), purifyConfig) as string;
 }
+
+const purifyConfig = { USE_PROFILES: { html: true }, FORBID_TAGS: ['style', 'form', 'input'], FORBID_ATTR: ['style'] };
 
 /**
  * BlockRenderer keeps one container element in sync with a growing Markdown
- * text: unchanged leading blocks keep their DOM, only changed blocks are
- * rendered again.
+ * text: unchanged leading blocks keep their DOM, only changed or new blocks
+ * are rendered, all of one update sanitised in one DOMPurify pass. With a
+ * deadline (performance.now() ms) it stops after the block that crosses it
+ * and reports false; the caller continues on a later frame.
  */
 export class BlockRenderer {
   private blocks: string[] = [];
@@ -47,27 +51,42 @@ export class BlockRenderer {
   /**
    * update renders text. While streaming, a last block longer than
    * plainLimit characters (a long code block still growing) is shown as plain
-   * text and highlighted once it stops changing.
+   * text and highlighted once it stops changing. Returns true when every
+   * block is on screen.
    */
-  update(text: string, streaming = false, plainLimit = 4000): void {
+  update(text: string, streaming = false, deadline = Infinity, plainLimit = 4000): boolean {
     const next = splitBlocks(text);
     let i = 0;
     while (i < next.length && i < this.blocks.length && next[i] === this.blocks[i]) i++;
     for (let j = this.els.length - 1; j >= i; j--) this.els[j].remove();
     this.els.length = i;
-    for (let j = i; j < next.length; j++) {
-      const div = document.createElement('div');
-      div.className = 'md-block';
+    const html: string[] = [];
+    let j = i;
+    let plain: HTMLElement | undefined;
+    for (; j < next.length; j++) {
+      if (j > i && performance.now() > deadline) break;
       if (streaming && j === next.length - 1 && next[j].length > plainLimit) {
-        div.classList.add('md-plain');
+        plain = document.createElement('div');
+        plain.className = 'md-block md-plain';
         const pre = document.createElement('pre');
         pre.textContent = next[j];
-        div.appendChild(pre);
+        plain.appendChild(pre);
         next[j] = '\u0000' + next[j]; // never equal: rendered properly on the next update
-      } else div.innerHTML = renderMarkdown(next[j]);
-      this.el.appendChild(div);
-      this.els.push(div);
+        j++;
+        break;
+      }
+      html.push(`<div class="md-block">${md.render(next[j])}</div>`);
     }
-    this.blocks = next;
+    if (html.length) {
+      const frag = DOMPurify.sanitize(html.join(''), { ...purifyConfig, RETURN_DOM_FRAGMENT: true }) as DocumentFragment;
+      for (const child of Array.from(frag.children)) this.els.push(child as HTMLElement);
+      this.el.appendChild(frag);
+    }
+    if (plain) {
+      this.els.push(plain);
+      this.el.appendChild(plain);
+    }
+    this.blocks = next.slice(0, j);
+    return j === next.length;
   }
 }

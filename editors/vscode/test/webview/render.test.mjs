@@ -1,0 +1,192 @@
+// The chat webview rendered alone in headless Chromium with a stub host:
+// DOM assertions on a scripted conversation, a screenshot, and the figures
+// for first paint and a 5,000-line stream (printed, not asserted).
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { writeFileSync } from 'node:fs';
+import { launch, open, host, posted, artifacts } from './harness.mjs';
+import { init, snapshot, permission } from './fixture.mjs';
+
+let browser;
+/** norm returns an element's visible text with whitespace runs as one space (flex items break lines in innerText). */
+const norm = async (loc) => (await loc.innerText()).replace(/\s+/g, ' ').trim();
+const figures = {};
+before(async () => { browser = await launch(); });
+after(async () => {
+  await browser?.close();
+  writeFileSync(join(artifacts, 'webview-figures.json'), JSON.stringify(figures, null, 2));
+  for (const [k, v] of Object.entries(figures)) console.log(`# figure ${k}: ${v}`);
+});
+
+test('renders a conversation: activity summary, markdown, highlighting, sanitising, permission', async () => {
+  const { page, errors } = await open(browser, { height: 1400 });
+  assert.deepEqual(await posted(page), [{ type: 'ready', conversationId: undefined }]);
+  await host(page, init());
+  await page.waitForSelector('.msg.assistant[data-id="A1"] .content .md-block');
+  const a1 = page.locator('.msg[data-id="A1"]');
+  const summary = (await a1.locator('.activity-summary').innerText()).replace(/\s+/g, ' ');
+  assert.match(summary, /thought/);
+  assert.match(summary, /3 tool calls \(2 completed, 1 error\)/);
+  assert.match(summary, /plan 2\/3/);
+  assert.match(summary, /1 file \+2 −1/);
+  assert.equal(await a1.locator('.tool').count(), 3);
+  assert.equal(await a1.locator('.tool-error').count(), 1);
+  assert.equal(await a1.locator('.plan li').count(), 3);
+  assert.ok(await a1.locator('.content .hljs-keyword').count() > 0, 'go code is highlighted');
+  assert.equal(await a1.locator('.content table td').count(), 2);
+  assert.equal(await a1.locator('.content img').count(), 0, 'raw HTML is not rendered');
+  assert.match(await a1.locator('.content').innerText(), /<img src=x onerror=/);
+  assert.equal(await page.evaluate(() => window.__xss), undefined);
+  // the finished turn's summary is collapsed; open it, then the file change: diff computed from old/new text
+  assert.equal(await a1.locator('details.activity').evaluate((d) => d.open), false);
+  await a1.locator('.activity-summary').click();
+  await a1.locator('.filechange summary').first().click();
+  assert.match(await a1.locator('.filechange .diff').innerText(), /-for i := 0; i < n-1; i\+\+ \{\n\+for i := 0; i < n; i\+\+ \{/);
+  // permission: tool, input, both files' diffs, one button per option
+  const perm = page.locator('.permission[data-permission="P1"]');
+  assert.match(await norm(perm.locator('.perm-head')), /claude wants to run: Write README\.md, docs\/a\.md/);
+  assert.match(await perm.locator('.perm-input').innerText(), /"README\.md"/);
+  assert.equal(await perm.locator('.filechange .diff').count(), 2, 'every file of the request shows its diff');
+  assert.deepEqual((await perm.locator('.perm-option').allInnerTexts()).map((s) => s.trim()), ['Always Allow', 'Allow', 'Reject']);
+  // working indicator, cancel button, composer config options from agentState
+  assert.match(await norm(page.locator('.working')), /claude is working… \d+ s/);
+  assert.equal(await page.locator('.cancel:not(.hidden)').count(), 1);
+  assert.deepEqual(await page.locator('select.cfg[data-config="model"] option').allInnerTexts(), ['Sonnet', 'Opus']);
+  assert.match(await page.locator('.usage').innerText(), /26% context/);
+  assert.equal(await page.locator('select.agent option[disabled]').innerText(), 'gemini (unavailable)');
+  await page.screenshot({ path: join(artifacts, 'webview.png'), fullPage: false });
+  // answering posts the option; the resolution removes the card
+  await perm.locator('.perm-option[data-option="allow"]').click();
+  assert.deepEqual((await posted(page)).at(-1), { type: 'respondPermission', permissionId: 'P1', optionId: 'allow' });
+  await host(page, { type: 'permissionResolved', params: { permissionId: 'P1', conversationId: 'C1', optionId: 'allow', outcome: 'selected' } });
+  await page.waitForSelector('.permission', { state: 'detached' });
+  // open diff posts to the host
+  await a1.locator('.filechange .fc-actions button[title="Open diff"]').click();
+  assert.deepEqual((await posted(page)).at(-1), { type: 'openDiff', path: '/repo/parser.go', messageId: 'A1' });
+  assert.deepEqual(errors, []);
+  await page.close();
+});
+
+test('composer: slash commands, @ mentions, send, and state restored after reload', async () => {
+  const snap = snapshot();
+  snap.running = undefined;
+  snap.permissions = [];
+  snap.messages = snap.messages.slice(0, 2);
+  const { page, errors } = await open(browser);
+  await host(page, init(snap));
+  const input = page.locator('textarea.input');
+  await input.fill('/');
+  await input.press('End');
+  await input.dispatchEvent('input');
+  await page.waitForSelector('.popup:not(.hidden) .popup-item');
+  assert.deepEqual(await page.locator('.popup-label').allInnerTexts(), ['/review', '/compact']);
+  await input.press('ArrowDown');
+  await input.press('Enter');
+  assert.equal(await input.inputValue(), '/compact ');
+  await input.fill('look at @pars');
+  await input.dispatchEvent('input');
+  assert.deepEqual((await posted(page)).at(-1), { type: 'mention', query: 'pars' });
+  await host(page, { type: 'mentionResults', query: 'pars', files: ['src/parser.go', 'src/parser_test.go'] });
+  await page.waitForSelector('.popup:not(.hidden)');
+  await input.press('Enter');
+  assert.equal(await input.inputValue(), 'look at @src/parser.go ');
+  assert.equal(await page.locator('.composer .chips .chip').count(), 1);
+  await input.press('Enter');
+  assert.deepEqual((await posted(page)).at(-1), {
+    type: 'send', text: 'look at @src/parser.go', agent: 'claude', attachments: [{ kind: 'file', path: 'src/parser.go', name: 'parser.go' }],
+  });
+  // a reload keeps the conversation id, the draft and the agent in getState
+  await input.fill('half-written');
+  await input.dispatchEvent('input');
+  const state = await page.evaluate(() => window.__state);
+  assert.equal(state.conversationId, 'C1');
+  assert.equal(state.draft, 'half-written');
+  const again = await open(browser, { state });
+  assert.deepEqual(await posted(again.page), [{ type: 'ready', conversationId: 'C1' }]);
+  assert.equal(await again.page.locator('textarea.input').inputValue(), 'half-written');
+  assert.deepEqual([...errors, ...again.errors], []);
+  await page.close();
+  await again.page.close();
+});
+
+test('first paint of the panel with a stored conversation', async () => {
+  const { page } = await open(browser);
+  // time from the host answering "ready" to the transcript painted (next frame)
+  const ms = await page.evaluate(async (msg) => {
+    const t = performance.now();
+    window.postMessage(msg, '*');
+    await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+    if (!document.querySelector('.msg.assistant .md-block')) throw new Error('not rendered');
+    return performance.now() - t;
+  }, init());
+  const nav = await page.evaluate(() => {
+    const fcp = performance.getEntriesByName('first-contentful-paint')[0];
+    return fcp ? fcp.startTime : -1;
+  });
+  figures['panel first contentful paint (ms from navigation)'] = nav.toFixed(0);
+  figures['transcript paint after init (ms)'] = ms.toFixed(0);
+  await page.close();
+});
+
+test('a 5,000-line streamed answer is batched per animation frame and stays responsive', async () => {
+  const snap = snapshot();
+  snap.messages = [snap.messages[0], { id: 'S', role: 'assistant', agent: 'claude', timestamp: Date.now(), status: 'streaming', segments: [] }];
+  snap.running = { turnId: 'S', messageId: 'S', agent: 'claude', startedAt: Date.now() };
+  snap.permissions = [];
+  const { page, errors } = await open(browser);
+  await host(page, init(snap));
+  const r = await page.evaluate(async () => {
+    const N = 5000;
+    let seq = 0;
+    const send = (delta) => window.postMessage({ type: 'event', params: { conversationId: 'C1', turnId: 'S', messageId: 'S', agent: 'claude', event: { type: 'content.delta', seq: ++seq, delta } } }, '*');
+    // a probe every 10 ms measures how late the main thread answers (input latency stand-in)
+    let maxLag = 0;
+    let last = performance.now();
+    const probe = setInterval(() => { const now = performance.now(); maxLag = Math.max(maxLag, now - last - 10); last = now; }, 10);
+    let frames = 0;
+    let maxFrame = 0;
+    let lf = performance.now();
+    let stop = false;
+    const raf = () => { const now = performance.now(); maxFrame = Math.max(maxFrame, now - lf); lf = now; frames++; if (!stop) requestAnimationFrame(raf); };
+    requestAnimationFrame(raf);
+    const start = performance.now();
+    // 100 lines per 4 ms macrotask, like a fast agent: paragraphs, lists and code blocks
+    for (let i = 1; i <= N; i += 100) {
+      let chunk = '';
+      for (let j = i; j < i + 100 && j <= N; j++) {
+        const k = j % 500;
+        if (k === 1) chunk += '```go\n';
+        chunk += k >= 1 && k <= 400 ? `\tx := compute(${j}) // line ${j}\n` : `Paragraph line ${j} with **bold** and \`code\`.\n\n`;
+        if (k === 400) chunk += '```\n\n';
+        send(`${chunk}`);
+        chunk = '';
+      }
+      await new Promise((res) => setTimeout(res, 4));
+    }
+    const posted = performance.now() - start;
+    // wait until the last line is on screen
+    while (!document.querySelector('.msg[data-id="S"] .content')?.textContent?.includes('line 5000 with')) {
+      if (performance.now() - start > 60000) throw new Error('line 5000 not rendered after 60 s');
+      await new Promise((res) => requestAnimationFrame(res));
+    }
+    const done = performance.now() - start;
+    stop = true;
+    clearInterval(probe);
+    window.postMessage({ type: 'event', params: { conversationId: 'C1', turnId: 'S', messageId: 'S', agent: 'claude', event: { type: 'turn.completed', seq: ++seq, stopReason: 'end_turn' } } }, '*');
+    const t2 = performance.now();
+    await new Promise((res) => requestAnimationFrame(() => requestAnimationFrame(res)));
+    return { events: N, posted, done, final: performance.now() - t2, frames: window.__ochatFrames, maxFrame, maxLag, blocks: document.querySelectorAll('.msg[data-id="S"] .md-block').length };
+  });
+  assert.ok(r.frames < r.events / 5, `events are batched: ${r.frames} render frames for ${r.events} events`);
+  assert.equal(await page.locator('.msg[data-id="S"] .content pre').count(), 10, '10 code blocks of 400 lines');
+  assert.equal(await page.locator('.cancel.hidden').count(), 1, 'turn end hides cancel');
+  figures['stream 5000 lines: all rendered after (ms)'] = r.done.toFixed(0);
+  figures['stream 5000 lines: render frames'] = r.frames;
+  figures['stream 5000 lines: longest frame (ms)'] = r.maxFrame.toFixed(0);
+  figures['stream 5000 lines: worst main-thread lag (ms)'] = r.maxLag.toFixed(0);
+  figures['stream 5000 lines: final markdown render on turn end (ms)'] = r.final.toFixed(0);
+  await page.screenshot({ path: join(artifacts, 'webview-stream.png') });
+  assert.deepEqual(errors, []);
+  await page.close();
+});
