@@ -292,6 +292,36 @@ describe('chat details', function()
     eq('# hi  ·  test\n\n## You\nhi\n\n## assistant · completed\n\n## You\nfrom elsewhere\n\n## test …\nanswer 9 continues\n', chat:text())
   end)
 
+  it('resumes a running turn from a truncated replay', function()
+    local chat, conn = H.fake_chat()
+    chat:open()
+    conn.handlers['ochat/subscribe'] = function()
+      return {
+        conversation = { id = 'C3', title = 'long' },
+        messages = { { id = 'U', role = 'user', content = 'go' }, { id = 'A', role = 'assistant', agent = 'test', status = 'streaming' } },
+        running = {
+          turnId = 'A',
+          assistantMessageId = 'A',
+          agent = 'test',
+          events = {},
+          truncated = true,
+          lastSeq = 900,
+          message = { id = 'A', role = 'assistant', agent = 'test', status = 'streaming', segments = { { type = 'content', content = 'so far' } } },
+        },
+      }
+    end
+    local done
+    chat:subscribe('C3', function()
+      done = true
+    end)
+    wait_for(function()
+      return done
+    end, 1000, 'subscribe')
+    conn:emit('ochat/event', { conversationId = 'C3', messageId = 'A', event = { type = 'content.delta', seq = 900, delta = ' DUP' } })
+    conn:emit('ochat/event', { conversationId = 'C3', messageId = 'A', event = { type = 'content.delta', seq = 901, delta = ' and more' } })
+    eq('# long  ·  test\n\n## You\ngo\n\n## test …\nso far and more\n', chat:text())
+  end)
+
   it('marks a prompt the daemon refused', function()
     local chat, conn = H.fake_chat()
     chat:open()

@@ -680,21 +680,30 @@ function Chat:load_snapshot(res)
   local running = util.nn(res.running)
   if running then
     local mid = running.assistantMessageId or running.turnId
+    -- Replay the running turn from its start: from the events so far, or, when the daemon's replay buffer overflowed
+    -- (truncated), from the partial message as of lastSeq. Live events then continue after the last seq seen.
+    local base = { id = mid, role = 'assistant', agent = running.agent, status = 'streaming' }
+    local partial = util.nn(running.message)
+    if util.nn(running.truncated) and type(partial) == 'table' then
+      base = vim.tbl_extend('force', partial, { id = mid, status = 'streaming' })
+    end
+    local fresh = render.new_message(base)
     local m = self.by_id[mid]
-    if not m then
-      m = render.new_message({ id = mid, role = 'assistant', agent = running.agent, status = 'streaming' })
-      table.insert(self.messages, m)
-      self.by_id[mid] = m
-    else
-      -- The stored placeholder may already hold part of the turn; replay it from the start.
-      local fresh = render.new_message({ id = mid, role = 'assistant', agent = running.agent, status = 'streaming' })
+    if m then
       for k, v in pairs(fresh) do
         m[k] = v
       end
+    else
+      m = fresh
+      table.insert(self.messages, m)
+      self.by_id[mid] = m
     end
-    m.status = 'streaming'
-    for _, ev in ipairs(running.events or {}) do
+    for _, ev in ipairs(util.nn(running.events) or {}) do
       render.apply_event(m, ev)
+    end
+    local last = util.nn(running.lastSeq)
+    if type(last) == 'number' and last > m.last_seq then
+      m.last_seq = last
     end
   end
   self:full_render()
