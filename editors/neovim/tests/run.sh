@@ -3,7 +3,8 @@
 # scripted ACP test agent, the benchmarks (figures only) and, when tmux is present, a real-TUI screen capture.
 #
 # Builds ochatd and testagent into a temp dir; installs nothing (tests/install-deps.sh does). Runs on the `nvim` on
-# PATH and, when OCHAT_NVIM_010 names a Neovim 0.10+ (e.g. the chroot wrapper install-deps.sh writes), there too.
+# PATH and, when OCHAT_NVIM_010 names a Neovim 0.10+ (default: the chroot wrapper install-deps.sh writes to
+# $OCHAT_CACHE_DIR/nvim-0.10, when it exists), there too.
 # OCHAT_REAL_AGENT=1 adds one end-to-end run with a real adapter (codex-acp from npm) against the fake model.
 # Exit status: 0 when every suite passed.
 #
@@ -41,6 +42,10 @@ suite() { # suite NVIM LABEL [EXTRA_SPEC...]
 
 # The real-adapter spec (codex-acp + fake model; needs node and npm) runs when OCHAT_REAL_AGENT=1, on the host nvim.
 suite nvim "nvim on PATH" tests/real_spec.lua
+# The chroot wrapper that install-deps.sh (OCHAT_NVIM_CHROOT=1) leaves in the cache is used when present.
+if [ -z "${OCHAT_NVIM_010:-}" ] && [ -x "${OCHAT_CACHE_DIR:-$HOME/.cache/ochat-ci}/nvim-0.10" ]; then
+	OCHAT_NVIM_010=${OCHAT_CACHE_DIR:-$HOME/.cache/ochat-ci}/nvim-0.10
+fi
 if [ -n "${OCHAT_NVIM_010:-}" ]; then
 	suite "$OCHAT_NVIM_010" "OCHAT_NVIM_010"
 fi
