@@ -5,7 +5,8 @@
 # Builds ochatd and testagent into a temp dir; installs nothing (tests/install-deps.sh does). Runs on the `nvim` on
 # PATH and, when OCHAT_NVIM_010 names a Neovim 0.10+ (default: the chroot wrapper install-deps.sh writes to
 # $OCHAT_CACHE_DIR/nvim-0.10, when it exists), there too.
-# OCHAT_REAL_AGENT=1 adds one end-to-end run with a real adapter (codex-acp from npm) against the fake model.
+# OCHAT_REAL_AGENT=1 (default when node and npm are on PATH; 0 skips) adds one end-to-end run with a real adapter
+# (codex-acp from npm, cached under $OCHAT_CACHE) against the fake model.
 # Exit status: 0 when every suite passed.
 #
 #   editors/neovim/tests/run.sh            # all
@@ -22,6 +23,10 @@ bin=$(mktemp -d "${TMPDIR:-/tmp}/ochat-nvim-bin.XXXXXX")
 trap 'rm -rf "$bin"' EXIT
 (cd "$repo" && CGO_ENABLED=0 go build -o "$bin/" ./cmd/ochatd ./internal/testagent/cmd/testagent ./editors/neovim/tests/realagent)
 export OCHAT_BIN_DIR="$bin"
+# The real-adapter run needs node and npm (and the npm registry the first time); on by default when npm is here.
+if [ -z "${OCHAT_REAL_AGENT:-}" ] && command -v npm >/dev/null 2>&1 && command -v node >/dev/null 2>&1; then
+	export OCHAT_REAL_AGENT=1
+fi
 
 status=0
 suite() { # suite NVIM LABEL [EXTRA_SPEC...]
