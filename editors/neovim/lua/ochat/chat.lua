@@ -15,7 +15,6 @@ local M = {}
 M.states = {}
 
 local api = vim.api
-local ns = api.nvim_create_namespace('ochat_chat')
 
 local Chat = {}
 Chat.__index = Chat
@@ -41,11 +40,12 @@ function M.root_for(bufnr)
   local name = api.nvim_buf_get_name(bufnr or 0)
   local dir = util.normpath((name ~= '' and vim.fn.filereadable(name) == 1) and vim.fn.fnamemodify(name, ':p:h') or vim.fn.getcwd())
   local git = vim.fn.finddir('.git', dir .. ';')
-  if git == '' then
-    git = vim.fn.findfile('.git', dir .. ';')
-  end
   if git ~= '' then
-    return util.normpath(vim.fn.fnamemodify(git, ':p:h:h'))
+    return util.normpath(vim.fn.fnamemodify(git, ':p:h:h')) -- ':p' of a directory ends in '/'
+  end
+  git = vim.fn.findfile('.git', dir .. ';') -- a worktree or submodule: .git is a file
+  if git ~= '' then
+    return util.normpath(vim.fn.fnamemodify(git, ':p:h'))
   end
   local cwd = util.normpath(vim.fn.getcwd())
   if dir == cwd or dir:sub(1, #cwd + 1) == cwd .. '/' then
