@@ -124,6 +124,14 @@ describe('chat buffer', function()
       assert(text:find(want, 1, true), 'missing ' .. want .. ' in\n' .. text)
     end
     assert(text:find('body', 1, true), 'body kept')
+    local marks = {}
+    for _, ns in pairs(api.nvim_get_namespaces()) do
+      for _, e in ipairs(api.nvim_buf_get_extmarks(chat.buf, ns, 0, -1, { details = true })) do
+        marks[e[2]] = e[4].hl_group
+      end
+    end
+    eq('OChatActivity', marks[act - 1])
+    eq('OChatDetail', marks[act])
     chat:toggle_activity_at_cursor()
     assert(not chat:text():find('Run ls', 1, true), 'collapsed again')
     assert(chat:text():find('\nbody\n', 1, true), 'body after collapse')

@@ -309,6 +309,35 @@ function Chat:update_title()
   end
 end
 
+-- Highlights of the activity block, created on first use: the summary line, tool/plan/reasoning details, file lines
+-- and failed tools. Users can override the groups; these are default links.
+local hl_ns
+local function highlight_ns()
+  if not hl_ns then
+    hl_ns = api.nvim_create_namespace('ochat_activity')
+    for group, link in pairs({ OChatActivity = 'Comment', OChatDetail = 'NonText', OChatFile = 'Directory', OChatError = 'ErrorMsg' }) do
+      vim.cmd(string.format('highlight default link %s %s', group, link))
+    end
+  end
+  return hl_ns
+end
+
+function Chat:highlight_activity(b)
+  local ns = highlight_ns()
+  for i = 0, b.alen - 1 do
+    local item = b.items and b.items[i + 1]
+    local group = 'OChatDetail'
+    if i == 0 then
+      group = 'OChatActivity'
+    elseif item and item.kind == 'file' then
+      group = 'OChatFile'
+    elseif item and item.kind == 'tool' and item.seg.status == 'error' then
+      group = 'OChatError'
+    end
+    api.nvim_buf_add_highlight(self.buf, ns, group, b.start + 1 + i, 0, -1)
+  end
+end
+
 local function block_len(b)
   return 1 + b.alen + b.blen + 1
 end
@@ -340,6 +369,10 @@ function Chat:full_render()
   end
   self.dirty = {}
   set_lines(self.buf, 0, -1, lines)
+  api.nvim_buf_clear_namespace(self.buf, highlight_ns(), 0, -1)
+  for _, b in ipairs(self.blocks) do
+    self:highlight_activity(b)
+  end
   self:follow()
 end
 
@@ -361,6 +394,7 @@ function Chat:add_message(m)
   m.block = info
   table.insert(self.blocks, info)
   set_lines(self.buf, start, start, bl)
+  self:highlight_activity(info)
   self:follow()
 end
 
@@ -435,6 +469,7 @@ function Chat:flush()
         api.nvim_buf_set_lines(buf, b.start + 1, b.start + 1 + b.alen, false, act)
         b.alen = #act
         b.items = items
+        self:highlight_activity(b)
       end
       if d.header then
         api.nvim_buf_set_lines(buf, b.start, b.start + 1, false, { render.header(m) })
