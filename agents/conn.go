@@ -262,6 +262,7 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Conn, error) {
 		close(stderrDone)
 	}()
 	go c.wait(filterDone, stderrDone, outR, errR)
+	go c.watchConn(pr)
 
 	ictx, cancel := context.WithTimeout(ctx, opts.InitTimeout)
 	defer cancel()
@@ -354,6 +355,24 @@ func (c *Conn) wait(filterDone, stderrDone <-chan struct{}, outR, errR *os.File)
 	c.mu.Unlock()
 	c.log.Debug("agent exited", "status", status)
 	close(c.done)
+}
+
+// watchConn handles the end of the JSON-RPC connection: once the SDK stops
+// reading (agent output ended, or the SDK gave up on the stream), lines still
+// being forwarded are discarded, and an agent that keeps running without a
+// usable connection is stopped.
+func (c *Conn) watchConn(pr *io.PipeReader) {
+	<-c.rpc.Done()
+	pr.CloseWithError(errors.New("connection closed"))
+	c.filter.abort()
+	t := time.NewTimer(exitWait)
+	defer t.Stop()
+	select {
+	case <-c.done:
+	case <-t.C:
+		c.log.Warn("agent connection lost while the process runs; stopping it")
+		c.Close()
+	}
 }
 
 // Name returns the agent's registry name.
@@ -474,7 +493,7 @@ func (c *Conn) lostErr(method string) error {
 		return fmt.Errorf("%s: %w", method, c.Err())
 	case <-t.C:
 		go c.Close()
-		return fmt.Errorf("agent %s closed its output during %s; stopping it", c.spec.Name, method)
+		return fmt.Errorf("agent %s: connection lost during %s (its output ended or could not be read); stopping it", c.spec.Name, method)
 	}
 }
 

@@ -863,3 +863,33 @@ func TestStringRequestID(t *testing.T) {
 		t.Errorf("perms = %+v", f.rec.perms)
 	}
 }
+
+// slowHandler delays every event: the agent must be slowed down (stdout
+// backpressure), not the SDK's notification queue overflowed.
+type slowHandler struct {
+	*recorder
+	delay time.Duration
+}
+
+func (h slowHandler) Event(sid string, ev transcript.Event) {
+	time.Sleep(h.delay)
+	h.recorder.Event(sid, ev)
+}
+
+func TestSlowHandlerBackpressure(t *testing.T) {
+	rec := newRecorder()
+	f := start(t, nil, func(o *Options) { o.Handler = slowHandler{rec, 200 * time.Microsecond} })
+	f.rec = rec
+	info := f.session(t)
+	const n = 1300
+	f.prompt(t, info.ID, fmt.Sprintf("FLOOD %d", n))
+	evs := rec.eventsOf(info.ID)
+	if len(evs) != n {
+		t.Fatalf("got %d events, want %d", len(evs), n)
+	}
+	for i, e := range evs {
+		if e.Delta != fmt.Sprintf("%d ", i) {
+			t.Fatalf("event %d = %q", i, e.Delta)
+		}
+	}
+}
