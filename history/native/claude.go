@@ -138,6 +138,11 @@ type claudeLine struct {
 	LastPrompt  string `json:"lastPrompt"`
 	Operation   string `json:"operation"`
 	AgentID     string `json:"agentId"`
+
+	// decoded once at ingest (Message is then dropped)
+	msg    claudeMessage
+	text   string
+	blocks []claudeBlock
 }
 
 type claudeMessage struct {
@@ -310,9 +315,24 @@ func (r *claudeReader) add(n int, line []byte) {
 	}
 	switch l.Type {
 	case "user", "assistant", "system":
-		// keep private copies of the raw values the build needs; the line
-		// buffer is reused
-		l.Message = bytes.Clone(l.Message)
+		// decode the message once; keep private copies of the raw values
+		// the build needs (the line buffer is reused)
+		if len(l.Message) > 0 && string(l.Message) != "null" {
+			ok := decodeLenient(l.Message, &l.msg) == nil
+			if ok {
+				l.text, l.blocks, ok = claudeBlocks(l.msg.Content)
+				l.msg.Content = nil
+			}
+			if !ok {
+				r.t.Diagnostics.SkippedLines++
+				r.t.Diagnostics.problemf("line %d: message is not valid JSON, skipped", n)
+				l = claudeLine{Type: "bookkeeping", UUID: l.UUID, ParentUUID: l.ParentUUID, LogicalParentUUID: l.LogicalParentUUID, IsSidechain: l.IsSidechain}
+				break
+			}
+			l.Message = json.RawMessage("{}")
+		} else {
+			l.Message = nil
+		}
 		l.Content = bytes.Clone(l.Content)
 		if bytes.Contains(l.ToolUseResult, []byte(`"structuredPatch"`)) || bytes.Contains(l.ToolUseResult, []byte(`"agentId"`)) {
 			l.ToolUseResult = bytes.Clone(l.ToolUseResult)
@@ -496,20 +516,10 @@ func (r *claudeReader) build() *Transcript {
 
 func (r *claudeReader) userLine(b *builder, l *claudeLine, ts int64, edits map[string]claudeBlock) {
 	t := &r.t
-	var m claudeMessage
-	if len(l.Message) == 0 || string(l.Message) == "null" {
+	if l.Message == nil {
 		return
 	}
-	if decodeLenient(l.Message, &m) != nil {
-		t.Diagnostics.SkippedLines++
-		t.Diagnostics.problemf("%s: message is not valid JSON, skipped", l.UUID)
-		return
-	}
-	text, blocks, ok := claudeBlocks(m.Content)
-	if !ok {
-		t.Diagnostics.problemf("%s: unreadable user content", l.UUID)
-		return
-	}
+	text, blocks := l.text, l.blocks
 	var texts []string
 	var atts []transcript.Attachment
 	hasResult := false
@@ -576,20 +586,10 @@ func (r *claudeReader) userLine(b *builder, l *claudeLine, ts int64, edits map[s
 
 func (r *claudeReader) assistantLine(b *builder, l *claudeLine, ts int64, edits map[string]claudeBlock) {
 	t := &r.t
-	var m claudeMessage
-	if len(l.Message) == 0 || string(l.Message) == "null" {
+	if l.Message == nil {
 		return
 	}
-	if decodeLenient(l.Message, &m) != nil {
-		t.Diagnostics.SkippedLines++
-		t.Diagnostics.problemf("%s: message is not valid JSON, skipped", l.UUID)
-		return
-	}
-	_, blocks, ok := claudeBlocks(m.Content)
-	if !ok {
-		t.Diagnostics.problemf("%s: unreadable assistant content", l.UUID)
-		return
-	}
+	m, blocks := l.msg, l.blocks
 	if m.Model == "<synthetic>" || l.IsAPIErrorMessage {
 		var parts []string
 		for _, bl := range blocks {

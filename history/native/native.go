@@ -73,8 +73,14 @@ type Diagnostics struct {
 
 func (d *Diagnostics) problemf(format string, args ...any) {
 	const maxProblems = 50
+	msg := fmt.Sprintf(format, args...)
+	for _, p := range d.Problems {
+		if p == msg {
+			return // a rebuild while tailing reports the same problem again
+		}
+	}
 	if len(d.Problems) < maxProblems {
-		d.Problems = append(d.Problems, fmt.Sprintf(format, args...))
+		d.Problems = append(d.Problems, msg)
 	} else if len(d.Problems) == maxProblems {
 		d.Problems = append(d.Problems, "… further problems omitted")
 	}

@@ -279,17 +279,21 @@ func (w *Watcher) loop(ctx context.Context) {
 				if fi, err := os.Stat(ev.Name); err == nil && fi.IsDir() {
 					// a new project or date folder: watch it, and pick up
 					// files written into it before the watch existed
-					for _, d := range w.resolve() {
-						entries, _ := os.ReadDir(d)
-						w.mu.Lock()
-						for _, e := range entries {
-							if !e.IsDir() {
-								if _, ok := w.pending[filepath.Join(d, e.Name())]; !ok {
-									w.pending[filepath.Join(d, e.Name())] = now
+					// (resolve again until nothing new: a subfolder made
+					// between a glob and its parent's watch has no event)
+					for added := w.resolve(); len(added) > 0; added = w.resolve() {
+						for _, d := range added {
+							entries, _ := os.ReadDir(d)
+							w.mu.Lock()
+							for _, e := range entries {
+								if !e.IsDir() {
+									if _, ok := w.pending[filepath.Join(d, e.Name())]; !ok {
+										w.pending[filepath.Join(d, e.Name())] = now
+									}
 								}
 							}
+							w.mu.Unlock()
 						}
-						w.mu.Unlock()
 					}
 				}
 			}

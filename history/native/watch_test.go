@@ -24,6 +24,7 @@ func next(t *testing.T, w *Watcher, pred func(WatchEvent) bool) WatchEvent {
 			if pred(ev) {
 				return ev
 			}
+			t.Logf("skipped event %s %s %s", ev.Kind, ev.Path, ev.Message)
 		case <-deadline:
 			t.Fatal("no matching watcher event")
 		}
