@@ -2,12 +2,13 @@
 // and the webview (dist/webview.js, IIFE for the browser), and copies the
 // webview's CSS and the codicon font into dist/ so the .vsix ships them.
 import { build } from 'esbuild';
-import { copyFileSync, mkdirSync } from 'node:fs';
+import { copyFileSync, mkdirSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const dist = join(root, 'dist');
+rmSync(dist, { recursive: true, force: true });
 mkdirSync(dist, { recursive: true });
 const production = process.env.NODE_ENV !== 'development';
 
