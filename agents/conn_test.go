@@ -893,3 +893,84 @@ func TestSlowHandlerBackpressure(t *testing.T) {
 		}
 	}
 }
+
+// alive reports whether pid exists and is not a zombie.
+func alive(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// pid (comm) STATE ...
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+func readPID(t *testing.T, path string) int {
+	t.Helper()
+	var pid int
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := os.ReadFile(path)
+		if err == nil {
+			if _, err := fmt.Sscan(string(b), &pid); err == nil && pid > 0 {
+				return pid
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no pid in %s", path)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitDead polls until pid is gone (reaping by init is asynchronous).
+func waitDead(t *testing.T, pid int, what string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s (pid %d) still alive", what, pid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestCloseKillsGroup: an agent that ignores SIGTERM is killed after
+// KillGrace, and its child (sharing stdout) dies with the group.
+func TestCloseKillsGroup(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "child.pid")
+	f := start(t, map[string]string{"TESTAGENT_IGNORE_TERM": "1", "TESTAGENT_IGNORE_EOF": "1", "TESTAGENT_CHILD_PIDFILE": pidFile},
+		func(o *Options) { o.KillGrace = 200 * time.Millisecond })
+	child := readPID(t, pidFile)
+	info := f.session(t)
+	f.prompt(t, info.ID, "PLAIN alive")
+	agentPID := f.conn.pgid
+	if err := f.conn.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitDead(t, agentPID, "agent")
+	waitDead(t, child, "agent's child")
+	if !strings.Contains(f.conn.Err().Error(), "signal: killed") {
+		t.Errorf("Err = %v, want killed (SIGTERM ignored)", f.conn.Err())
+	}
+}
+
+// TestCrashKillsGroup: when the agent dies, its child holding stdout is
+// killed too, so Done closes and the exit is reported.
+func TestCrashKillsGroup(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "child.pid")
+	f := start(t, map[string]string{"TESTAGENT_CHILD_PIDFILE": pidFile}, nil)
+	child := readPID(t, pidFile)
+	info := f.session(t)
+	_, err := f.conn.Prompt(context.Background(), info.ID, prompt("CRASH"))
+	var exit *ExitError
+	if !errors.As(err, &exit) || exit.Status != "exit status 3" {
+		t.Fatalf("err = %v", err)
+	}
+	<-f.conn.Done()
+	waitDead(t, child, "agent's child")
+}

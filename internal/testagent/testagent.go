@@ -62,6 +62,10 @@
 //	TESTAGENT_REPLAY=after   replay history after the session/load answer (gemini style)
 //	TESTAGENT_NO_CONFIG=1    advertise modes and legacy models but no configOptions,
 //	                         and answer session/set_config_option "method not found"
+//	TESTAGENT_IGNORE_TERM=1  ignore SIGTERM
+//	TESTAGENT_IGNORE_EOF=1   keep running after stdin ends
+//	TESTAGENT_CHILD_PIDFILE  start a child ("sleep 600", sharing stdout) and write its pid
+//	                         there, like an adapter whose child can outlive it
 package testagent
 
 import (
@@ -75,10 +79,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	acp "github.com/coder/acp-go-sdk"
@@ -90,6 +97,9 @@ type Options struct {
 	InitDelay       time.Duration // before answering initialize
 	ReplayAfterLoad bool          // replay history after the session/load answer
 	NoConfig        bool          // no configOptions (modes + legacy models only)
+	IgnoreTerm      bool          // ignore SIGTERM (only SIGKILL ends it)
+	IgnoreEOF       bool          // keep running after stdin ends
+	ChildPIDFile    string        // start a "sleep 600" child and write its pid here
 	Stderr          io.Writer     // nil: io.Discard
 	Exit            func(code int)
 }
@@ -102,11 +112,29 @@ func OptionsFromEnv() Options {
 	}
 	o.ReplayAfterLoad = os.Getenv("TESTAGENT_REPLAY") == "after"
 	o.NoConfig = os.Getenv("TESTAGENT_NO_CONFIG") == "1"
+	o.IgnoreTerm = os.Getenv("TESTAGENT_IGNORE_TERM") == "1"
+	o.IgnoreEOF = os.Getenv("TESTAGENT_IGNORE_EOF") == "1"
+	o.ChildPIDFile = os.Getenv("TESTAGENT_CHILD_PIDFILE")
 	return o
 }
 
 // Run serves ACP on in/out until in ends.
 func Run(in io.Reader, out io.Writer, opt Options) error {
+	if opt.IgnoreTerm {
+		signal.Ignore(syscall.SIGTERM)
+	}
+	if opt.ChildPIDFile != "" {
+		// A child that outlives us unless our process group is killed; it
+		// inherits stdout, as claude-agent-acp's claude child does.
+		cmd := exec.Command("sleep", "600")
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		if err := os.WriteFile(opt.ChildPIDFile, []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
+			return err
+		}
+	}
 	if opt.Stderr == nil {
 		opt.Stderr = io.Discard
 	}
@@ -142,6 +170,11 @@ func Run(in io.Reader, out io.Writer, opt Options) error {
 	}()
 	a.conn = acp.NewAgentSideConnection(a, a.out, pr)
 	<-a.conn.Done()
+	if opt.IgnoreEOF {
+		for { // like claude-agent-acp and codex-acp: stdin EOF is not the end
+			time.Sleep(time.Hour)
+		}
+	}
 	return nil
 }
 
