@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,13 +40,13 @@ func TestMain(m *testing.M) {
 // cliEnv is a private user environment: config (the testagent as agent
 // "test"), state, runtime dir and a workspace.
 type cliEnv struct {
-	t    *testing.T
+	t    testing.TB
 	root string
 	ws   string
 	env  []string
 }
 
-func newCLIEnv(t *testing.T) *cliEnv {
+func newCLIEnv(t testing.TB) *cliEnv {
 	root, err := os.MkdirTemp("", "oc")
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +70,14 @@ func newCLIEnv(t *testing.T) *cliEnv {
 		deadline := time.Now().Add(15 * time.Second)
 		for time.Now().Before(deadline) {
 			socks, _ := filepath.Glob(filepath.Join(root, "run", "ochat", "*.sock"))
-			if len(socks) == 0 {
+			live := 0
+			for _, s := range socks {
+				if c, err := net.Dial("unix", s); err == nil {
+					c.Close()
+					live++
+				}
+			}
+			if live == 0 {
 				break
 			}
 			time.Sleep(100 * time.Millisecond)
