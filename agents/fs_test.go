@@ -12,7 +12,7 @@ import (
 
 // fsTree builds a workspace with files, a subdirectory, symlinks in and out,
 // and a sibling directory outside it.
-func fsTree(t *testing.T) (root, outside string) {
+func fsTree(t testing.TB) (root, outside string) {
 	t.Helper()
 	base := t.TempDir()
 	root = filepath.Join(base, "ws")
@@ -242,4 +242,28 @@ func TestFSCapabilitiesAdvertised(t *testing.T) {
 	if fs, _ := caps(new(false))["fs"].(map[string]any); len(fs) != 0 {
 		t.Errorf("fsCapabilities false still advertised %v", fs)
 	}
+}
+
+// FuzzResolvePath: whatever path an agent sends, an accepted path lies in the
+// workspace once symlinks are resolved.
+func FuzzResolvePath(f *testing.F) {
+	root, outside := fsTree(f)
+	real, _ := filepath.EvalSymlinks(root)
+	for _, s := range []string{"a.txt", "../outside/secret.txt", root + "/out-link/x", root + "/in-link/../a.txt",
+		outside, "/", root + "/sub/../../ws/a.txt", "dangling-out", "rel-link", "./././a.txt", root + "//sub"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		got, err := resolvePath(root, real, p)
+		if err != nil {
+			return
+		}
+		if !within(real, got) {
+			t.Fatalf("resolvePath(%q) = %s, outside %s", p, got, real)
+		}
+		// Following every existing link of the result stays inside too.
+		if resolved, err := filepath.EvalSymlinks(got); err == nil && !within(real, resolved) {
+			t.Fatalf("resolvePath(%q) = %s resolves to %s", p, got, resolved)
+		}
+	})
 }

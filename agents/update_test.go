@@ -287,3 +287,43 @@ func BenchmarkMapUpdate(b *testing.B) {
 		})
 	}
 }
+
+// FuzzApply: nothing an agent sends as a session/update or a permission
+// request's toolCall panics the mapping, and every tool event carries the
+// tool's id.
+func FuzzApply(f *testing.F) {
+	for _, s := range []string{
+		`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}`,
+		`{"sessionUpdate":"tool_call","toolCallId":"t","title":"x","kind":"edit","status":"pending","rawInput":{},"content":[{"type":"diff","path":"/w/a","oldText":null,"newText":"a\n"}]}`,
+		`{"sessionUpdate":"tool_call_update","toolCallId":"t","status":"completed","rawOutput":{"stdout":"s"},"content":[{"type":"content","content":{"type":"text","text":"o"}}]}`,
+		`{"sessionUpdate":"plan","entries":[{"content":"a","status":"pending"}]}`,
+		`{"sessionUpdate":"usage_update","used":1,"size":2,"cost":{"amount":1,"currency":"USD"}}`,
+		`{"sessionUpdate":"config_option_update","configOptions":[{"id":"m","type":"select","currentValue":"a","options":[]}]}`,
+		`{"sessionUpdate":"available_commands_update","availableCommands":[{"name":"a","description":"b"}]}`,
+		`{"toolCallId":"p","content":[{"type":"diff","path":"/w/b","oldText":"","newText":"x"}]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		u, err := decodeUpdate(b)
+		if err != nil {
+			return
+		}
+		m := newMapper(fakeClock(), "/w")
+		for _, live := range []bool{true, false, true} {
+			out := m.apply(u, live)
+			for _, ev := range out.events {
+				if ev.Type == transcript.EvActivityUpsert && ev.Segment.Type == transcript.SegTool && ev.Segment.ID != u.ToolCallID {
+					t.Fatalf("tool event for %q from update of %q", ev.Segment.ID, u.ToolCallID)
+				}
+			}
+		}
+		if u.ToolCallID != "" {
+			tool, _, _ := m.mergePermissionTool(u)
+			if tool.ID != u.ToolCallID {
+				t.Fatalf("permission tool id %q", tool.ID)
+			}
+		}
+		m.closeOpen(ToolErrTurnEnded)
+	})
+}
