@@ -143,6 +143,52 @@ type claudeLine struct {
 	msg    claudeMessage
 	text   string
 	blocks []claudeBlock
+	tur    *claudeTUR // toolUseResult of an edit or subagent call
+}
+
+// claudeTUR is what the reader uses of a toolUseResult object.
+type claudeTUR struct {
+	Type     string // Write: "create" | "update"
+	FilePath string
+	Content  string
+	Diff     string // structuredPatch lines joined
+	Add, Del int
+	Patch    bool // structuredPatch present
+	AgentID  string
+}
+
+func parseClaudeToolUseResult(raw []byte) *claudeTUR {
+	var res struct {
+		Type            string `json:"type"`
+		FilePath        string `json:"filePath"`
+		Content         string `json:"content"`
+		AgentID         string `json:"agentId"`
+		StructuredPatch []struct {
+			Lines []string `json:"lines"`
+		} `json:"structuredPatch"`
+	}
+	if len(raw) == 0 || raw[0] != '{' || decodeLenient(raw, &res) != nil {
+		return nil
+	}
+	t := &claudeTUR{Type: res.Type, FilePath: res.FilePath, AgentID: res.AgentID, Patch: res.StructuredPatch != nil}
+	if res.Type == "create" {
+		t.Content = res.Content
+	}
+	var diff strings.Builder
+	for _, h := range res.StructuredPatch {
+		for _, ln := range h.Lines {
+			switch {
+			case strings.HasPrefix(ln, "+"):
+				t.Add++
+			case strings.HasPrefix(ln, "-"):
+				t.Del++
+			}
+			diff.WriteString(ln)
+			diff.WriteByte('\n')
+		}
+	}
+	t.Diff = diff.String()
+	return t
 }
 
 type claudeMessage struct {
@@ -163,6 +209,7 @@ type claudeBlock struct {
 	ToolUseID string          `json:"tool_use_id"`
 	Content   json.RawMessage `json:"content"`
 	IsError   bool            `json:"is_error"`
+	out       string          // tool_result: flattened Content, computed at ingest
 	Source    *struct {
 		Type      string `json:"type"`
 		MediaType string `json:"media_type"`
@@ -322,6 +369,12 @@ func (r *claudeReader) add(n int, line []byte) {
 			if ok {
 				l.text, l.blocks, ok = claudeBlocks(l.msg.Content)
 				l.msg.Content = nil
+				for i := range l.blocks {
+					if l.blocks[i].Type == "tool_result" {
+						l.blocks[i].out = flattenToolResult(l.blocks[i].Content)
+						l.blocks[i].Content = nil
+					}
+				}
 			}
 			if !ok {
 				r.t.Diagnostics.SkippedLines++
@@ -335,10 +388,9 @@ func (r *claudeReader) add(n int, line []byte) {
 		}
 		l.Content = bytes.Clone(l.Content)
 		if bytes.Contains(l.ToolUseResult, []byte(`"structuredPatch"`)) || bytes.Contains(l.ToolUseResult, []byte(`"agentId"`)) {
-			l.ToolUseResult = bytes.Clone(l.ToolUseResult)
-		} else {
-			l.ToolUseResult = nil
+			l.tur = parseClaudeToolUseResult(l.ToolUseResult)
 		}
+		l.ToolUseResult = nil
 	default:
 		// keep only the chain links of bookkeeping lines
 		l = claudeLine{Type: l.Type, UUID: l.UUID, ParentUUID: l.ParentUUID, LogicalParentUUID: l.LogicalParentUUID, IsSidechain: l.IsSidechain}
@@ -476,7 +528,7 @@ func (r *claudeReader) activePath() []int {
 // build maps the active path into canonical messages.
 func (r *claudeReader) build() *Transcript {
 	t := &r.t
-	t.Messages, t.Markers = nil, nil
+	t.Messages, t.Markers, t.Subagents = nil, nil, nil
 	b := newBuilder(t, AgentClaude)
 	edits := map[string]claudeBlock{} // tool_use id → edit tool call (for fallback diffs)
 	for _, i := range r.activePath() {
@@ -527,14 +579,16 @@ func (r *claudeReader) userLine(b *builder, l *claudeLine, ts int64, edits map[s
 		switch bl.Type {
 		case "tool_result":
 			hasResult = true
-			out := flattenToolResult(bl.Content)
+			out := bl.out
 			if !b.result(bl.ToolUseID, out, bl.IsError, ts) {
 				t.Diagnostics.problemf("%s: result for unknown tool call %s", l.UUID, bl.ToolUseID)
 				continue
 			}
 			if !bl.IsError {
-				r.fileChanges(b, bl.ToolUseID, l.ToolUseResult, edits, ts)
-				r.subagentLink(bl.ToolUseID, l.ToolUseResult)
+				r.fileChanges(b, bl.ToolUseID, l.tur, edits, ts)
+				if l.tur != nil && l.tur.AgentID != "" {
+					r.t.Subagents = append(r.t.Subagents, Subagent{ToolCallID: bl.ToolUseID, AgentID: l.tur.AgentID})
+				}
 			}
 		case "text":
 			if tx := stripReminders(bl.Text); strings.TrimSpace(tx) != "" {
@@ -655,18 +709,9 @@ func todoEntries(input json.RawMessage) ([]transcript.PlanEntry, bool) {
 
 // fileChanges derives fileChange segments from a successful edit tool's
 // toolUseResult (structuredPatch), falling back to the tool input.
-func (r *claudeReader) fileChanges(b *builder, callID string, tur json.RawMessage, edits map[string]claudeBlock, ts int64) {
+func (r *claudeReader) fileChanges(b *builder, callID string, tur *claudeTUR, edits map[string]claudeBlock, ts int64) {
 	call, isEdit := edits[callID]
-	var res struct {
-		Type            string  `json:"type"`
-		FilePath        string  `json:"filePath"`
-		Content         string  `json:"content"`
-		OriginalFile    *string `json:"originalFile"`
-		StructuredPatch []struct {
-			Lines []string `json:"lines"`
-		} `json:"structuredPatch"`
-	}
-	if len(tur) == 0 || tur[0] != '{' || json.Unmarshal(tur, &res) != nil || res.FilePath == "" {
+	if tur == nil || tur.FilePath == "" || !tur.Patch {
 		if !isEdit {
 			return
 		}
@@ -703,41 +748,15 @@ func (r *claudeReader) fileChanges(b *builder, callID string, tur json.RawMessag
 		b.fileChange("", ts, transcript.Segment{Path: p, Additions: intp(add), Deletions: intp(del), ToolCallID: callID})
 		return
 	}
-	var add, del int
-	var diff strings.Builder
-	for _, h := range res.StructuredPatch {
-		for _, ln := range h.Lines {
-			switch {
-			case strings.HasPrefix(ln, "+"):
-				add++
-			case strings.HasPrefix(ln, "-"):
-				del++
-			}
-			diff.WriteString(ln)
-			diff.WriteByte('\n')
-		}
+	add := tur.Add
+	if tur.Type == "create" && tur.Diff == "" {
+		add = countLines(tur.Content)
 	}
-	if res.Type == "create" && len(res.StructuredPatch) == 0 {
-		add = countLines(res.Content)
-	}
-	fc := transcript.Segment{Path: res.FilePath, Additions: intp(add), Deletions: intp(del), ToolCallID: callID, Diff: diff.String()}
-	if res.Type == "create" {
-		fc.NewText = strp(res.Content)
+	fc := transcript.Segment{Path: tur.FilePath, Additions: intp(add), Deletions: intp(tur.Del), ToolCallID: callID, Diff: tur.Diff}
+	if tur.Type == "create" {
+		fc.NewText = strp(tur.Content)
 	}
 	b.fileChange("", ts, fc)
-}
-
-// subagentLink remembers toolUseResult.agentId of a Task/Agent call.
-func (r *claudeReader) subagentLink(callID string, tur json.RawMessage) {
-	if len(tur) == 0 || tur[0] != '{' || !bytes.Contains(tur, []byte(`"agentId"`)) {
-		return
-	}
-	var res struct {
-		AgentID string `json:"agentId"`
-	}
-	if json.Unmarshal(tur, &res) == nil && res.AgentID != "" {
-		r.t.Subagents = append(r.t.Subagents, Subagent{ToolCallID: callID, AgentID: res.AgentID})
-	}
 }
 
 // finishMeta sets the title by Claude Code's priority: custom title > AI

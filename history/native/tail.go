@@ -200,7 +200,17 @@ func (t *tail) diff(tr *Transcript, reset bool) (TailUpdate, bool, error) {
 		t.sent, t.sentOrder, t.markers = map[string]uint64{}, nil, 0
 		u.Reset = true
 	}
-	for _, m := range tr.Messages {
+	// Appends change only the last turns: messages before the window that
+	// were already sent are not compared again (a removal still forces a
+	// reset above). Gemini and OpenCode rewrite history, so all are compared.
+	window := 4
+	if t.agent == AgentGemini || t.agent == AgentOpenCode {
+		window = len(tr.Messages)
+	}
+	for i, m := range tr.Messages {
+		if _, ok := t.sent[m.ID]; ok && !reset && i < len(tr.Messages)-window {
+			continue
+		}
 		h := msgHash(m)
 		old, ok := t.sent[m.ID]
 		if ok && old == h && !reset {
