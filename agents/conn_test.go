@@ -315,11 +315,12 @@ func TestScenarios(t *testing.T) {
 			}
 		}},
 		{"NOISE", func(t *testing.T, evs []transcript.Event) {
-			if got := text(evs, transcript.EvContentDelta); got != "ab" {
-				t.Errorf("content = %q, want ab (noise, unknown kinds, images, user chunks and long lines skipped)", got)
+			want := "a" + strings.Repeat("x", 9<<20) + "b"
+			if got := text(evs, transcript.EvContentDelta); got != want {
+				t.Errorf("content = %d bytes, want a + 9 MB + b (noise, unknown kinds, images, user chunks and over-long lines skipped)", len(got))
 			}
-			if len(evs) != 2 {
-				t.Errorf("events = %+v", evs)
+			if len(evs) != 3 {
+				t.Errorf("%d events, want 3", len(evs))
 			}
 		}},
 		{"hello", func(t *testing.T, evs []transcript.Event) {

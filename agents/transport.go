@@ -15,10 +15,10 @@ import (
 
 // Transport limits.
 const (
-	// maxLineBytes is the longest agent stdout line passed to the JSON-RPC
-	// layer; longer lines are dropped whole (the SDK's scanner would fail the
-	// connection at 10 MB).
-	maxLineBytes = 8 << 20
+	// maxLineBytes is the longest agent stdout line (newline included)
+	// passed to the JSON-RPC layer; longer lines are dropped whole, because
+	// the SDK's scanner fails the whole connection on a line of 10 MB.
+	maxLineBytes = 10<<20 - 4<<10
 	// maxUnprocessed is how many session/update notifications may wait in the
 	// SDK's queue (capacity 1024, overflow closes the connection) before the
 	// reader stops reading the agent's stdout.
@@ -82,7 +82,7 @@ func (f *lineFilter) run(r io.Reader, w *io.PipeWriter) {
 			continue
 		}
 		if tooLong {
-			f.drop("line longer than 8 MB", nil)
+			f.drop("line longer than the 10 MB limit", nil)
 		} else if werr := f.forward(line, w); werr != nil {
 			w.CloseWithError(werr)
 			return

@@ -42,7 +42,8 @@
 //	FLOOD <n>              n chunks "<i> " as fast as possible (default 1000)
 //	NOISE                  chunk "a", then non-JSON lines, broken JSON, an update of
 //	                       unknown kind shaped like a message chunk, a vendor
-//	                       notification, a 9 MB line, an update for another session
+//	                       notification, an image chunk, a 9 MB chunk of "x" (valid),
+//	                       an 11 MB line (too long), an update for another session
 //	                       id and a user_message_chunk, then chunk "b"
 //	TOOLS                  tool_call_update before tool_call, tool_call twice, then
 //	                       completed with content text "file contents"
@@ -720,7 +721,8 @@ func (a *agent) noise(ctx context.Context, s *session, out *turnOut) {
 	a.rawUpdate(s.ID, `{"sessionUpdate":"future_update_kind","content":{"type":"text","text":"MUST NOT APPEAR"}}`)
 	a.raw(`{"jsonrpc":"2.0","method":"_vendor/ping","params":{"n":1}}`)
 	a.rawUpdate(s.ID, `{"sessionUpdate":"agent_message_chunk","content":{"type":"image","data":"AAAA","mimeType":"image/png"}}`)
-	big := strings.Repeat("x", 9<<20)
+	big := strings.Repeat("x", 11<<20)
+	a.rawUpdate(s.ID, `{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"`+big[:9<<20]+`"}}`)
 	a.rawUpdate(s.ID, `{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"`+big+`"}}`)
 	a.rawUpdate("other-session", `{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"for another session"}}`)
 	_ = a.send(ctx, s.ID, acp.UpdateUserMessageText("user text echoed live"))
