@@ -975,3 +975,22 @@ func TestCrashKillsGroup(t *testing.T) {
 	<-f.conn.Done()
 	waitDead(t, child, "agent's child")
 }
+
+// TestPromptBlocks: the scenario comes from the last text block (a handoff
+// block may precede it) and every block reaches the agent.
+func TestPromptBlocks(t *testing.T) {
+	f := start(t, nil, nil)
+	info := f.session(t)
+	blocks := []acp.ContentBlock{
+		acp.TextBlock("<handoff>\nPLAIN earlier turn\n</handoff>"),
+		acp.TextBlock("ECHOALL"),
+		acp.ResourceLinkBlock("a.txt", "file:///w/a.txt"),
+	}
+	if _, err := f.conn.Prompt(context.Background(), info.ID, blocks); err != nil {
+		t.Fatal(err)
+	}
+	want := "<handoff>\nPLAIN earlier turn\n</handoff>\nECHOALL\n[a.txt](file:///w/a.txt)"
+	if got := text(f.rec.eventsOf(info.ID), transcript.EvContentDelta); got != want {
+		t.Errorf("agent received %q, want %q", got, want)
+	}
+}

@@ -22,7 +22,10 @@
 //
 // # Scenarios
 //
-// The scenario is the first word of the prompt's text (case-sensitive):
+// The scenario is the first word of the prompt's last text block
+// (case-sensitive), so a handoff block sent before the user's text does not
+// change it. The whole prompt (every text block and resource link, one per
+// line) is what a session's history keeps and what ECHOALL answers.
 //
 //	PLAIN <text>           <text> (default "ok") as three agent_message_chunks
 //	THINK [text]           two agent_thought_chunks, then the text (default "Answer.")
@@ -54,7 +57,8 @@
 //	UUIDPERM               a session/request_permission with a UUID string id, written
 //	                       raw; answers the client's raw response line
 //	CAPS                   answers the client capabilities of initialize as JSON
-//	anything else          "echo: <prompt text>"
+//	ECHOALL                the whole prompt, every block, one per line
+//	anything else          "echo: <last text block>"
 //
 // # Environment (read by cmd/testagent)
 //
@@ -499,11 +503,27 @@ func (a *agent) rawUpdate(sid, update string) {
 	a.raw(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":` + strconv.Quote(sid) + `,"update":` + update + `}}`)
 }
 
+// lastText is the text of the last text block: the user's own text when
+// the client puts a handoff block before it.
+func lastText(blocks []acp.ContentBlock) string {
+	for i := len(blocks) - 1; i >= 0; i-- {
+		if blocks[i].Text != nil {
+			return blocks[i].Text.Text
+		}
+	}
+	return ""
+}
+
+// promptText joins every text block of a prompt, one per line; resource
+// links are written as "[name](uri)".
 func promptText(blocks []acp.ContentBlock) string {
 	var parts []string
 	for _, b := range blocks {
-		if b.Text != nil {
+		switch {
+		case b.Text != nil:
 			parts = append(parts, b.Text.Text)
+		case b.ResourceLink != nil:
+			parts = append(parts, "["+b.ResourceLink.Name+"]("+b.ResourceLink.Uri+")")
 		}
 	}
 	return strings.Join(parts, "\n")
@@ -535,10 +555,11 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 		return acp.PromptResponse{}, err
 	}
 	text := promptText(p.Prompt)
-	word, rest, _ := strings.Cut(strings.TrimSpace(text), " ")
+	last := lastText(p.Prompt)
+	word, rest, _ := strings.Cut(strings.TrimSpace(last), " ")
 	rest = strings.TrimSpace(rest)
 	out := &turnOut{a: a, ctx: ctx, sid: s.ID}
-	stop, err := a.scenario(ctx, s, out, word, rest, text)
+	stop, err := a.scenario(ctx, s, out, word, rest, last, text)
 	if err != nil {
 		return acp.PromptResponse{}, err
 	}
@@ -571,7 +592,7 @@ func splitN(s string, n int) []string {
 	return out
 }
 
-func (a *agent) scenario(ctx context.Context, s *session, out *turnOut, word, rest, text string) (acp.StopReason, error) {
+func (a *agent) scenario(ctx context.Context, s *session, out *turnOut, word, rest, last, all string) (acp.StopReason, error) {
 	switch word {
 	case "PLAIN":
 		if rest == "" {
@@ -696,8 +717,10 @@ func (a *agent) scenario(ctx context.Context, s *session, out *turnOut, word, re
 		b, _ := json.Marshal(a.clientCaps)
 		a.mu.Unlock()
 		out.say(string(b))
+	case "ECHOALL":
+		out.say(all)
 	default:
-		out.say("echo: " + text)
+		out.say("echo: " + last)
 	}
 	return acp.StopReasonEndTurn, nil
 }
