@@ -28,9 +28,9 @@ const (
 	// configTimeout bounds SetConfigOption (session/set_config_option,
 	// session/set_mode, session/set_model).
 	configTimeout = 30 * time.Second
-	// cancelGrace is how long Prompt waits for the agent to answer the
-	// prompt request after its ctx ended and session/cancel was sent.
-	cancelGrace = 5 * time.Second
+	// DefaultCancelGrace is how long Prompt waits for the agent to answer
+	// the prompt request after its ctx ended and session/cancel was sent.
+	DefaultCancelGrace = 5 * time.Second
 	// exitWait bounds how long a failed request waits to learn the agent's
 	// exit status.
 	exitWait = 3 * time.Second
@@ -93,6 +93,9 @@ type Options struct {
 	Logger      *slog.Logger  // nil: slog.Default()
 	InitTimeout time.Duration // spawn+initialize; default 60s
 	KillGrace   time.Duration // close stdin → SIGTERM group → SIGKILL after this; default 2s
+	// CancelGrace is how long Prompt waits for the agent's answer after its
+	// ctx ended and session/cancel was sent; default 5s.
+	CancelGrace time.Duration
 
 	// WriteFile, if set, is offered every fs/write_text_file first, with the
 	// absolute path already confined to the workspace (for example to apply
@@ -171,6 +174,9 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Conn, error) {
 	}
 	if opts.KillGrace <= 0 {
 		opts.KillGrace = DefaultKillGrace
+	}
+	if opts.CancelGrace <= 0 {
+		opts.CancelGrace = DefaultCancelGrace
 	}
 	log := opts.Logger
 	if log == nil {
@@ -760,7 +766,7 @@ func (c *Conn) State(sessionID string) State {
 // Prompt runs one prompt turn; returns the ACP stop reason verbatim. Before
 // returning it closes tool calls still open (Event with status error and
 // Error ToolErrCancelled, ToolErrTurnEnded or ToolErrExited). If ctx ends,
-// session/cancel is sent and the agent's answer awaited for 5 s. If the
+// session/cancel is sent and the agent's answer awaited for Options.CancelGrace. If the
 // agent exits mid-turn the error is an *ExitError naming the exit status and
 // the tail of its stderr; an agent's JSON-RPC error is a *RequestError.
 func (c *Conn) Prompt(ctx context.Context, sessionID string, prompt []acp.ContentBlock) (stopReason string, err error) {
@@ -799,7 +805,7 @@ func (c *Conn) Prompt(ctx context.Context, sessionID string, prompt []acp.Conten
 	case res = <-ch:
 	case <-ctx.Done():
 		_ = c.Cancel(context.Background(), sessionID)
-		grace := time.NewTimer(cancelGrace)
+		grace := time.NewTimer(c.opts.CancelGrace)
 		select {
 		case res = <-ch:
 		case <-grace.C:

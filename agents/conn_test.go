@@ -994,3 +994,43 @@ func TestPromptBlocks(t *testing.T) {
 		t.Errorf("agent received %q, want %q", got, want)
 	}
 }
+
+// TestHungAgent: an agent that ignores session/cancel: Prompt returns the
+// ctx error after the cancel grace, and Close kills it.
+func TestHungAgent(t *testing.T) {
+	f := start(t, nil, func(o *Options) { o.KillGrace, o.CancelGrace = 200*time.Millisecond, 200*time.Millisecond })
+	info := f.session(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err := f.conn.Prompt(ctx, info.ID, prompt("HANG"))
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v", err)
+	}
+	// The session is free again.
+	if _, err := f.conn.SetConfigOption(context.Background(), info.ID, "mode", "plan"); err != nil {
+		t.Errorf("agent still serves other requests: %v", err)
+	}
+	f.conn.Close()
+	select {
+	case <-f.conn.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("not killed")
+	}
+}
+
+func TestConfigReplay(t *testing.T) {
+	f := start(t, nil, nil)
+	info := f.session(t)
+	for _, kv := range [][2]string{{"mode", "plan"}, {"model", "smart"}} {
+		if _, err := f.conn.SetConfigOption(context.Background(), info.ID, kv[0], kv[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.prompt(t, info.ID, "CONFIG")
+	if got := text(f.rec.eventsOf(info.ID), transcript.EvContentDelta); got != "mode=plan model=smart" {
+		t.Errorf("agent config = %q", got)
+	}
+	if st := f.conn.State(info.ID); st.ConfigOptions[0].Select.CurrentValue != "plan" {
+		t.Errorf("state config = %+v", st.ConfigOptions[0].Select)
+	}
+}

@@ -58,6 +58,8 @@
 //	                       raw; answers the client's raw response line
 //	CAPS                   answers the client capabilities of initialize as JSON
 //	ECHOALL                the whole prompt, every block, one per line
+//	CONFIG                 "mode=<mode> model=<model>": the session's current config
+//	HANG                   one chunk, then never answers, not even to session/cancel
 //	anything else          "echo: <last text block>"
 //
 // # Environment (read by cmd/testagent)
@@ -719,6 +721,17 @@ func (a *agent) scenario(ctx context.Context, s *session, out *turnOut, word, re
 		out.say(string(b))
 	case "ECHOALL":
 		out.say(all)
+	case "CONFIG":
+		a.mu.Lock()
+		cfg := fmt.Sprintf("mode=%s model=%s", s.Config["mode"], s.Config["model"])
+		a.mu.Unlock()
+		out.say(cfg)
+	case "HANG":
+		// Stops answering: ignores session/cancel; only a kill ends it.
+		out.say("hanging")
+		for {
+			time.Sleep(time.Hour)
+		}
 	default:
 		out.say("echo: " + last)
 	}
