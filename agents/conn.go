@@ -763,12 +763,14 @@ func (c *Conn) State(sessionID string) State {
 	return State{}
 }
 
-// Prompt runs one prompt turn; returns the ACP stop reason verbatim. Before
-// returning it closes tool calls still open (Event with status error and
-// Error ToolErrCancelled, ToolErrTurnEnded or ToolErrExited). If ctx ends,
-// session/cancel is sent and the agent's answer awaited for Options.CancelGrace. If the
-// agent exits mid-turn the error is an *ExitError naming the exit status and
-// the tail of its stderr; an agent's JSON-RPC error is a *RequestError.
+// Prompt runs one prompt turn (session/prompt); returns the ACP stop reason
+// verbatim. Before returning it closes tool calls still open (Event with
+// status error and Error ToolErrCancelled, ToolErrTurnEnded or
+// ToolErrExited). If ctx ends, session/cancel is sent and the agent's answer
+// awaited for Options.CancelGrace, then the ctx error is returned. If the
+// agent exits mid-turn the error wraps an *ExitError naming the exit status
+// and the tail of its stderr; an agent's JSON-RPC error is a *RequestError.
+// One turn runs per session at a time: a second Prompt is an error.
 func (c *Conn) Prompt(ctx context.Context, sessionID string, prompt []acp.ContentBlock) (stopReason string, err error) {
 	c.cancelMu.Lock()
 	c.mu.Lock()
