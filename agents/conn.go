@@ -532,22 +532,13 @@ func (c *Conn) handle(ctx context.Context, method string, params json.RawMessage
 	return nil, acp.NewMethodNotFound(method)
 }
 
-type updateParams struct {
-	SessionID string          `json:"sessionId"`
-	Update    json.RawMessage `json:"update"`
-}
-
 func (c *Conn) onUpdate(params json.RawMessage) {
-	var p updateParams
-	if err := json.Unmarshal(params, &p); err != nil || p.SessionID == "" {
-		c.log.Debug("session/update skipped: bad params", "err", err)
-		return
-	}
-	u, err := decodeUpdate(p.Update)
+	p, err := decodeNotification(params)
 	if err != nil {
-		c.log.Debug("session/update skipped: bad update", "err", err)
+		c.log.Debug("session/update skipped", "err", err)
 		return
 	}
+	u := &p.Update
 	c.deliverMu.Lock()
 	defer c.deliverMu.Unlock()
 	c.mu.Lock()

@@ -60,15 +60,11 @@ func replayRecorded(t *testing.T, file string, proc int) replayResult {
 		}
 		switch {
 		case l.Msg.Method == "session/update":
-			var p updateParams
-			if err := json.Unmarshal(l.Msg.Params, &p); err != nil {
-				t.Fatal(err)
-			}
-			u, err := decodeUpdate(p.Update)
+			p, err := decodeNotification(l.Msg.Params)
 			if err != nil {
-				t.Fatalf("decode %s: %v", p.Update, err)
+				t.Fatalf("decode %s: %v", l.Msg.Params, err)
 			}
-			out := m.apply(u, true)
+			out := m.apply(&p.Update, true)
 			res.kinds[out.kind]++
 			res.events = append(res.events, out.events...)
 			if out.state != nil {
@@ -224,12 +220,11 @@ func TestRecordedLoadReplay(t *testing.T) {
 			if json.Unmarshal([]byte(line), &l) != nil || l.Proc != 2 || l.Msg.Method != "session/update" {
 				continue
 			}
-			var p updateParams
-			_ = json.Unmarshal(l.Msg.Params, &p)
-			u, err := decodeUpdate(p.Update)
+			p, err := decodeNotification(l.Msg.Params)
 			if err != nil {
 				t.Fatal(err)
 			}
+			u := &p.Update
 			if u.SessionUpdate == "user_message_chunk" {
 				n++
 			}

@@ -3,6 +3,8 @@ package agents
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"time"
@@ -95,6 +97,24 @@ type mapped struct {
 	events []transcript.Event
 	state  *State
 	kind   string // raw sessionUpdate value
+}
+
+// updateNotification is the params of a session/update notification.
+type updateNotification struct {
+	SessionID string    `json:"sessionId"`
+	Update    rawUpdate `json:"update"`
+}
+
+// decodeNotification decodes the params of a session/update in one pass.
+func decodeNotification(params []byte) (*updateNotification, error) {
+	var p updateNotification
+	if err := json.Unmarshal(params, &p); err != nil {
+		return nil, fmt.Errorf("decode session/update: %w", err)
+	}
+	if p.SessionID == "" {
+		return nil, errors.New("decode session/update: no sessionId")
+	}
+	return &p, nil
 }
 
 // decodeUpdate decodes the "update" object of a session/update.

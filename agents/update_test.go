@@ -273,15 +273,11 @@ func BenchmarkMapUpdate(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(params)))
 			for b.Loop() {
-				var p updateParams
-				if err := json.Unmarshal(params, &p); err != nil {
-					b.Fatal(err)
-				}
-				u, err := decodeUpdate(p.Update)
+				p, err := decodeNotification(params)
 				if err != nil {
 					b.Fatal(err)
 				}
-				_ = m.apply(u, true)
+				_ = m.apply(&p.Update, true)
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "updates/s")
 		})
