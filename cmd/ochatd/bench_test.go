@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -20,7 +21,7 @@ func startServe(b *testing.B, e *cliEnv) *exec.Cmd {
 	if err := serve.Start(); err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { serve.Process.Kill(); serve.Wait() })
+	b.Cleanup(func() { serve.Process.Signal(syscall.SIGTERM); serve.Wait() })
 	sock := filepath.Join(e.root, "run", "ochat", "*.sock")
 	for i := 0; i < 100; i++ {
 		if m, _ := filepath.Glob(sock); len(m) > 0 {
