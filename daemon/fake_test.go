@@ -207,15 +207,15 @@ func (a *fakeAgent) Prompt(ctx context.Context, sid string, prompt []acp.Content
 		a.err = errors.New("exit status 2; stderr: boom")
 		a.Close()
 		return "", fmt.Errorf("agent exited mid-turn: %w", a.err)
-	case "TIMED": // TIMED n rate: deltas carrying their send time (UnixNano), rate per second in 1 ms bursts
+	case "TIMED": // TIMED n rate: deltas carrying their send time (UnixNano), rate per second, evenly spaced
 		n, _ := strconv.Atoi(f[1])
 		rate, _ := strconv.Atoi(f[2])
-		perMs := max(rate/1000, 1)
+		gap := time.Second / time.Duration(max(rate, 1))
 		next := time.Now()
 		for i := 0; i < n; i++ {
-			if i%perMs == 0 && i > 0 {
-				next = next.Add(time.Millisecond)
-				time.Sleep(time.Until(next))
+			next = next.Add(gap)
+			if d := time.Until(next); d > 0 {
+				time.Sleep(d)
 			}
 			delta(transcript.EvContentDelta, strconv.FormatInt(time.Now().UnixNano(), 10)+" ")
 		}

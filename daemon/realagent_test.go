@@ -2,12 +2,14 @@ package daemon
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ochat-dev/ochat/transcript"
 )
@@ -43,7 +45,7 @@ func testagent(t testing.TB) string {
 // newRealEnv is a daemon whose agent "test" is the scripted ACP testagent,
 // configured as a user agent in a private config dir; agents.Start and
 // agents.LoadRegistry are the real ones.
-func newRealEnv(t *testing.T) *testEnv {
+func newRealEnv(t testing.TB) *testEnv {
 	bin := testagent(t)
 	cfg := t.TempDir()
 	state := t.TempDir()
@@ -242,4 +244,25 @@ func TestRealAgentSubscribeFlood(t *testing.T) {
 	if logA.terminal().Seq != 20001 {
 		t.Fatalf("terminal seq %d, want 20001", logA.terminal().Seq)
 	}
+}
+
+// BenchmarkFloodACP drives one turn of the testagent's FLOOD scenario: ACP
+// session/update notifications over a real pipe through package agents and
+// the daemon to one socket client, every event once and in order. Reports
+// events/s end to end.
+func BenchmarkFloodACP(b *testing.B) {
+	e := newRealEnv(b)
+	c := e.dial("bench")
+	n := max(b.N, 10000)
+	b.ResetTimer()
+	start := time.Now()
+	res := call[SendResult](b, c, MethodChatSend, SendParams{Agent: "test", Text: fmt.Sprintf("FLOOD %d", n)})
+	log := collect(b, c, res.TurnID, nil)
+	el := time.Since(start)
+	b.StopTimer()
+	checkSeq(b, log.events, 1)
+	if len(log.events) != n+1 {
+		b.Fatalf("got %d events, want %d", len(log.events), n+1)
+	}
+	b.ReportMetric(float64(n)/el.Seconds(), "events/s")
 }

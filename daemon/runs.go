@@ -200,7 +200,17 @@ func (s *Server) runTurn(r *run, spec agents.Spec) {
 
 	conn, sessionID, fresh, cursor, err := s.ensureSession(r.ctx, r, spec)
 	if err != nil {
-		s.finish(r, "", err.Error())
+		s.mu.Lock()
+		cancelled, abort := r.cancelled, r.abortMsg
+		s.mu.Unlock()
+		switch {
+		case abort != "":
+			s.finish(r, "", abort)
+		case cancelled:
+			s.finish(r, "cancelled", "")
+		default:
+			s.finish(r, "", err.Error())
+		}
 		return
 	}
 	s.mu.Lock()
