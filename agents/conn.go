@@ -744,6 +744,29 @@ func (c *Conn) reopen(ctx context.Context, method, id string, params any) (Sessi
 	return SessionInfo{ID: id, State: s.state}, nil
 }
 
+// CloseSession ends a session in the agent (session/close), freeing what the
+// agent holds for it (claude-agent-acp keeps a Claude Code process per
+// session), and forgets it here; a running turn is cancelled first.
+// ErrUnsupported (wrapped) when the agent did not advertise
+// sessionCapabilities.close: the session then lives until the process ends.
+func (c *Conn) CloseSession(ctx context.Context, id string) error {
+	if c.init.AgentCapabilities.SessionCapabilities.Close == nil {
+		return fmt.Errorf("agent %s: session/close: %w", c.spec.Name, ErrUnsupported)
+	}
+	if err := c.Cancel(ctx, id); err != nil {
+		return err
+	}
+	if _, err := call[json.RawMessage](c, ctx, acp.AgentMethodSessionClose, acp.CloseSessionRequest{SessionId: acp.SessionId(id)}); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	if s := c.sessions[id]; s != nil && s.turn == nil {
+		delete(c.sessions, id)
+	}
+	c.mu.Unlock()
+	return nil
+}
+
 // State returns what is known of a session's agent state.
 func (c *Conn) State(sessionID string) State {
 	c.mu.Lock()

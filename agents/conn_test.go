@@ -1034,3 +1034,19 @@ func TestConfigReplay(t *testing.T) {
 		t.Errorf("state config = %+v", st.ConfigOptions[0].Select)
 	}
 }
+
+func TestCloseSession(t *testing.T) {
+	f := start(t, nil, nil)
+	info := f.session(t)
+	f.prompt(t, info.ID, "PLAIN x")
+	if err := f.conn.CloseSession(context.Background(), info.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.conn.Prompt(context.Background(), info.ID, prompt("PLAIN y")); err == nil {
+		t.Error("prompt in a closed session succeeded")
+	}
+	var re *RequestError
+	if err := f.conn.CloseSession(context.Background(), "ts-unknown"); !errors.As(err, &re) || re.Err.Code != -32002 {
+		t.Errorf("closing an unknown session: %v", err)
+	}
+}

@@ -9,14 +9,15 @@
 //
 // # Protocol support
 //
-// initialize (loadSession true, sessionCapabilities.resume), session/new
+// initialize (loadSession true, sessionCapabilities resume and close),
+// session/new
 // (sends available_commands_update before its answer; answers modes,
 // configOptions mode and model), session/load (replays the session's earlier
 // turns as user_message_chunk / agent_message_chunk plus one never-finished
 // tool_call, before the answer or, with TESTAGENT_REPLAY=after, after it
 // followed by an available_commands_update), session/resume (no replay),
-// session/prompt, session/cancel, session/set_config_option, session/set_mode
-// and session/set_model. Every turn ends with a usage_update (used = 10 per
+// session/prompt, session/cancel, session/close, session/set_config_option,
+// session/set_mode and session/set_model. Every turn ends with a usage_update (used = 10 per
 // turn, size 1000, cost 0.01 USD per turn); the first turn of a session also
 // sends session_info_update with the prompt as title.
 //
@@ -277,7 +278,7 @@ func (a *agent) Initialize(ctx context.Context, p acp.InitializeRequest) (acp.In
 		AgentCapabilities: acp.AgentCapabilities{
 			LoadSession:         true,
 			PromptCapabilities:  acp.PromptCapabilities{EmbeddedContext: true},
-			SessionCapabilities: acp.SessionCapabilities{Resume: &acp.SessionResumeCapabilities{}},
+			SessionCapabilities: acp.SessionCapabilities{Resume: &acp.SessionResumeCapabilities{}, Close: &acp.SessionCloseCapabilities{}},
 		},
 		AgentInfo:   &acp.Implementation{Name: "testagent", Version: "1.0.0"},
 		AuthMethods: []acp.AuthMethod{},
@@ -293,7 +294,14 @@ func (a *agent) ListSessions(ctx context.Context, p acp.ListSessionsRequest) (ac
 }
 
 func (a *agent) CloseSession(ctx context.Context, p acp.CloseSessionRequest) (acp.CloseSessionResponse, error) {
-	return acp.CloseSessionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionClose)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.sessions[string(p.SessionId)] == nil {
+		return acp.CloseSessionResponse{}, &acp.RequestError{Code: -32002, Message: "Resource not found: session " + string(p.SessionId)}
+	}
+	delete(a.sessions, string(p.SessionId))
+	a.saveLocked()
+	return acp.CloseSessionResponse{}, nil
 }
 
 func (a *agent) Cancel(ctx context.Context, p acp.CancelNotification) error { return nil }
