@@ -4,6 +4,7 @@
  * UI code never speaks JSON-RPC itself; the DaemonClient never touches vscode.
  */
 import * as vscode from 'vscode';
+import { createHash } from 'node:crypto';
 import { DaemonClient } from './client/daemon';
 import { ChatController } from './ui/chatController';
 import { ChatViewProvider } from './ui/chatView';
@@ -46,6 +47,16 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
   const controller = new ChatController(client, {
     historyChanged: () => history.refreshSoon(),
     setConversationId: (id) => void context.workspaceState.update(LAST_CONVERSATION, id),
+    saveAttachment: async (data, name, mimeType) => {
+      // Content-addressed, so pasting the same image twice stores it once.
+      const ext = mimeType.split('/')[1]?.replace(/[^a-z0-9]/gi, '') || 'png';
+      const dir = vscode.Uri.joinPath(context.globalStorageUri, 'attachments');
+      await vscode.workspace.fs.createDirectory(dir);
+      const file = vscode.Uri.joinPath(dir, `${createHash('sha256').update(data).digest('hex').slice(0, 32)}.${ext}`);
+      await vscode.workspace.fs.writeFile(file, data);
+      out.appendLine(`stored pasted image ${name} (${data.length} bytes) at ${file.fsPath}`);
+      return file.fsPath;
+    },
     openDiff: (model, msg) => {
       const seg = msg.permissionId
         ? model.permissions.get(msg.permissionId)?.fileChanges?.find((f) => f.path === msg.path)

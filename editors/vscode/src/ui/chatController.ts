@@ -8,7 +8,7 @@
 import * as vscode from 'vscode';
 import { ConversationModel } from '../model/conversation';
 import {
-  Methods, type AgentInfo, type AgentStateParams, type EventParams, type PermissionParams, type PermissionResolvedParams,
+  Methods, ErrorCodes, type AgentInfo, type AgentStateParams, type EventParams, type PermissionParams, type PermissionResolvedParams,
   type SendResult, type SubscribeResult, type Attachment,
 } from '../model/protocol';
 import type { HostMessage, WebviewMessage, ConnectionInfo } from './messages';
@@ -34,6 +34,8 @@ export interface ChatHooks {
   reviewTurn?(model: ConversationModel, messageId: string): void;
   applyChange?(model: ConversationModel, messageId: string, path: string, action: 'apply' | 'revert'): void;
   setConversationId?(id: string | undefined): void;
+  /** saveAttachment stores a pasted image (base64 data) and returns its file path; the daemon takes paths only. */
+  saveAttachment?(data: Buffer, name: string, mimeType: string): Promise<string>;
   now?(): number;
 }
 
@@ -132,6 +134,7 @@ export class ChatController implements vscode.Disposable {
   async send(text: string, agent = this.selectedAgent, attachments?: Attachment[]): Promise<SendResult> {
     if (this.model.readOnly) this.model.readOnly = false;
     const conversationId = this.model.conversation?.id;
+    attachments = await this.storeAttachments(attachments);
     this.pendingSend = true;
     let res: SendResult;
     try {
@@ -145,13 +148,31 @@ export class ChatController implements vscode.Disposable {
       this.hooks.setConversationId?.(res.conversationId);
     }
     this.model.startTurn(
-      { id: res.userMessageId, role: 'user', content: text, timestamp: now, attachments: attachments?.map(({ data: _d, ...a }) => a) },
+      { id: res.userMessageId, role: 'user', content: text, timestamp: now, attachments },
       { id: res.assistantMessageId, turnId: res.turnId, agent: agent ?? '' },
       now,
     );
     this.postInit();
     this.hooks.historyChanged?.();
     return res;
+  }
+
+  /** storeAttachments turns pasted images (inline data) into files via hooks.saveAttachment. */
+  private async storeAttachments(list?: Attachment[]): Promise<Attachment[] | undefined> {
+    if (!list?.length) return list;
+    const out: Attachment[] = [];
+    for (const a of list) {
+      if (!a.data) {
+        out.push(a);
+        continue;
+      }
+      if (!this.hooks.saveAttachment) throw new Error('image attachments need a storage folder');
+      const { data, ...rest } = a;
+      const bytes = Buffer.from(data, 'base64');
+      const path = await this.hooks.saveAttachment(bytes, a.name ?? 'image', a.mimeType ?? 'image/png');
+      out.push({ ...rest, path, size: bytes.length });
+    }
+    return out;
   }
 
   /** cancel cancels the turn in flight. */
@@ -241,9 +262,14 @@ export class ChatController implements vscode.Disposable {
           this.selectedAgent = msg.agent;
           return;
         case 'setConfig':
-          await this.rpc.request(Methods.agentsSetConfig, {
-            conversationId: this.model.conversation?.id, agent: msg.agent, configId: msg.configId, value: msg.value,
-          });
+          try {
+            await this.rpc.request(Methods.agentsSetConfig, {
+              conversationId: this.model.conversation?.id, agent: msg.agent, configId: msg.configId, value: msg.value,
+            });
+          } catch (err) {
+            if ((err as { code?: number }).code !== ErrorCodes.methodNotFound) throw err;
+            throw new Error(`this ochatd cannot change agent options yet (${Methods.agentsSetConfig}); update ochatd`);
+          }
           return;
         case 'newConversation':
           this.newConversation();

@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
+import rpc from 'vscode-jsonrpc/node.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, '..', '..');
@@ -176,4 +177,35 @@ test('history view lists the conversation', async () => {
   await row.waitFor({ timeout: 30000 });
   figures['history view visible after refresh (ms)'] = Date.now() - t0;
   await page.screenshot({ path: join(artifacts, 'e2e-history.png') });
+});
+
+test('window reload restores the chat panel with its conversation', async () => {
+  const t0 = Date.now();
+  await runCommand('Developer: Reload Window');
+  await page.waitForSelector('.monaco-workbench', { timeout: 60000 });
+  await page.waitForTimeout(500);
+  const f = await chatFrame();
+  await waitFor(async () => /Wrote notes\.txt/.test(await f.locator('.transcript').innerText()), 'restored transcript', 60000);
+  assert.match(await f.locator('.transcript').innerText(), /hello from code-server/);
+  figures['reload → panel shows the conversation again (ms)'] = Date.now() - t0;
+  await page.screenshot({ path: join(artifacts, 'e2e-reload.png') });
+});
+
+test('history view with 2,000 conversations', async () => {
+  // A second client (as the CLI would be) fills the store through the daemon.
+  const p = spawn(OCHATD_BIN, ['connect', '--workspace', ws], { env, stdio: ['pipe', 'pipe', 'ignore'] });
+  const c = rpc.createMessageConnection(new rpc.StreamMessageReader(p.stdout), new rpc.StreamMessageWriter(p.stdin));
+  c.listen();
+  await c.sendRequest('initialize', { processId: process.pid, clientInfo: { name: 'e2e' }, capabilities: {} });
+  await c.sendNotification('initialized', {});
+  for (let i = 0; i < 2000; i += 200) {
+    await Promise.all(Array.from({ length: 200 }, (_, j) => c.sendRequest('ochat/conversations/create', { title: `bulk conversation ${i + j}` })));
+  }
+  c.dispose();
+  p.kill();
+  await runCommand('ochat: Refresh History');
+  const t0 = Date.now();
+  await page.locator('.monaco-list-row', { hasText: 'bulk conversation 1999' }).first().waitFor({ timeout: 30000 });
+  figures['history view: 2,000 conversations listed and rendered after refresh (ms)'] = Date.now() - t0;
+  await page.screenshot({ path: join(artifacts, 'e2e-history-2000.png') });
 });

@@ -156,3 +156,20 @@ test('agent state of the open conversation reaches the view; @ mentions search f
   await c.handle({ type: 'mention', query: 'main' });
   assert.deepEqual(sink.posted.at(-1), { type: 'mentionResults', query: 'main', files: ['src/main.go', 'src/lib/mainlib.go'] });
 });
+
+test('pasted images are stored as files before send; the daemon gets paths only', async () => {
+  const rpc = new FakeRpc();
+  rpc.handlers.set('ochat/chat/send', () => ({ conversationId: 'C1', userMessageId: 'U1', assistantMessageId: 'A1', turnId: 'A1' }));
+  const saved: Array<[number, string, string]> = [];
+  const c = new ChatController(rpc, { saveAttachment: async (d, n, m) => { saved.push([d.length, n, m]); return '/store/abc.png'; } });
+  await c.handle({ type: 'send', text: 'what is this', agent: 'test', attachments: [
+    { kind: 'image', name: 'shot.png', mimeType: 'image/png', data: Buffer.from('PNGDATA').toString('base64') },
+    { kind: 'file', path: 'src/a.go', name: 'a.go' },
+  ] });
+  assert.deepEqual(saved, [[7, 'shot.png', 'image/png']]);
+  assert.deepEqual(rpc.requests[0].params.attachments, [
+    { kind: 'image', name: 'shot.png', mimeType: 'image/png', path: '/store/abc.png', size: 7 },
+    { kind: 'file', path: 'src/a.go', name: 'a.go' },
+  ]);
+  assert.equal(c.model.message('U1')!.attachments![0].path, '/store/abc.png');
+});
