@@ -2,6 +2,7 @@ package agents
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -164,6 +165,9 @@ func TestRealAgents(t *testing.T) {
 			}
 			if ids := toolIDs(rec2.eventsOf(info.ID)); len(ids) != 0 {
 				t.Errorf("replayed tools reached the live turn: %v", ids)
+			}
+			if err := c2.CloseSession(ctx, info.ID); err != nil && !errors.Is(err, ErrUnsupported) {
+				t.Errorf("CloseSession: %v", err)
 			}
 		})
 	}
