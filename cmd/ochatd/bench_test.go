@@ -35,7 +35,7 @@ func startServe(b *testing.B, e *cliEnv) *exec.Cmd {
 
 // connectInitialize spawns `ochatd connect`, sends initialize and waits for
 // its answer; it returns the time from spawn to answer.
-func connectInitialize(b *testing.B, e *cliEnv) time.Duration {
+func connectInitialize(b testing.TB, e *cliEnv) time.Duration {
 	start := time.Now()
 	cmd := exec.Command(ochatdBin, "connect", "--workspace", e.ws)
 	cmd.Env = e.env

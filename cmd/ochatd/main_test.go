@@ -284,3 +284,29 @@ func TestKilledDaemon(t *testing.T) {
 		t.Fatalf("after kill: %+v", m)
 	}
 }
+
+// TestConnectAutoStart: `ochatd connect` with no daemon running starts one
+// (detached, logging beside the store), forwards initialize to it, and exits
+// when its stdin closes; the daemon then exits when idle.
+func TestConnectAutoStart(t *testing.T) {
+	e := newCLIEnv(t)
+	connectInitialize(t, e)
+	logs, _ := filepath.Glob(filepath.Join(e.root, "state", "ochat", "workspaces", "*", "daemon.log"))
+	if len(logs) != 1 {
+		t.Fatalf("daemon logs %v", logs)
+	}
+	b, _ := os.ReadFile(logs[0])
+	if !strings.Contains(string(b), "msg=serving") {
+		t.Fatalf("daemon log:\n%s", b)
+	}
+	// A second connect reuses the running daemon.
+	connectInitialize(t, e)
+	socks, _ := filepath.Glob(filepath.Join(e.root, "run", "ochat", "*.sock"))
+	if len(socks) != 1 {
+		t.Fatalf("sockets %v", socks)
+	}
+	fi, err := os.Stat(filepath.Dir(socks[0]))
+	if err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("socket dir mode %v %v", fi.Mode().Perm(), err)
+	}
+}
