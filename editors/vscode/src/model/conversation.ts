@@ -63,6 +63,8 @@ export class ConversationModel {
         msg.segments = [];
         msg.status = 'streaming';
         for (const ev of r.events ?? []) m.applyTurnEvent(r.turnId, msg, ev);
+        // Live events continue at lastSeq + 1 (docs/protocol.md, ochat/subscribe).
+        m.lastSeq.set(r.turnId, Math.max(m.lastSeq.get(r.turnId) ?? 0, r.lastSeq ?? 0));
       }
       m.running = { turnId: r.turnId, messageId: r.assistantMessageId, agent: r.agent, startedAt: msg.timestamp || now };
     }

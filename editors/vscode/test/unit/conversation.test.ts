@@ -31,6 +31,16 @@ test('fromSubscribe replays the running turn over the stored placeholder, then d
   assert.equal(m.message('A')!.segments![0].content, 'Hello!');
 });
 
+test('lastSeq of the answer covers events even when the replay holds fewer', () => {
+  const m = ConversationModel.fromSubscribe({
+    conversation: conv, messages: [{ id: 'A', role: 'assistant', timestamp: 1, status: 'streaming' }],
+    running: { turnId: 'T', assistantMessageId: 'A', agent: 'claude', events: [{ type: 'content.delta', seq: 1, delta: 'a' }], lastSeq: 3 },
+  }, 1);
+  assert.equal(m.applyEvent(ev(3, 'x'), 1), undefined);
+  m.applyEvent(ev(4, 'b'), 1);
+  assert.equal(m.message('A')!.segments![0].content, 'ab');
+});
+
 test('a truncated replay starts from the partial message and lastSeq', () => {
   const m = ConversationModel.fromSubscribe({
     conversation: conv, messages: [],
