@@ -310,13 +310,16 @@ func between(s, a, b string) string {
 
 // claudeReader accumulates the lines of one session file.
 type claudeReader struct {
-	t        Transcript
-	sub      bool          // a subagent file: its lines are all sidechain lines
-	lines    []*claudeLine // conversation lines with a uuid, file order
-	byUUID   map[string]int
-	unknown  map[string]int
-	titles   struct{ custom, ai, agentName, summary, firstPrompt string }
-	lastLine int
+	t   Transcript
+	sub bool // a subagent file: its lines are all sidechain lines
+	// side holds in-file sidechain lines by agentId (old layout)
+	side      map[string]*claudeReader
+	sideOrder []string
+	lines     []*claudeLine // conversation lines with a uuid, file order
+	byUUID    map[string]int
+	unknown   map[string]int
+	titles    struct{ custom, ai, agentName, summary, firstPrompt string }
+	lastLine  int
 }
 
 func newClaudeReader(path string) *claudeReader {
@@ -337,6 +340,25 @@ func (r *claudeReader) add(n int, line []byte) {
 	}
 	if !claudeKnownTypes[l.Type] {
 		r.unknown[l.Type]++
+	}
+	if l.IsSidechain && !r.sub {
+		// old CLIs wrote subagent lines into the main file: keep them apart
+		key := l.AgentID
+		if key == "" {
+			key = "sidechain"
+		}
+		if r.side == nil {
+			r.side = map[string]*claudeReader{}
+		}
+		sr := r.side[key]
+		if sr == nil {
+			sr = newClaudeReader(r.t.Path)
+			sr.sub = true
+			r.side[key] = sr
+			r.sideOrder = append(r.sideOrder, key)
+		}
+		sr.add(n, line)
+		return
 	}
 	switch l.Type {
 	case "custom-title":
@@ -812,6 +834,10 @@ func readClaudeFile(path string, sub bool) (*Transcript, error) {
 		r.t.Diagnostics.problemf("read stopped: %v", err)
 	}
 	t := r.build()
+	for _, k := range r.sideOrder {
+		st := r.side[k].build()
+		t.Subagents = append(t.Subagents, Subagent{AgentID: k, Path: path, Messages: st.Messages})
+	}
 	if t.UpdatedAt == 0 {
 		t.UpdatedAt = fi.ModTime().UnixMilli()
 	}
@@ -825,6 +851,13 @@ func readClaudeFile(path string, sub bool) (*Transcript, error) {
 func attachClaudeSubagents(t *Transcript) {
 	dir := filepath.Join(strings.TrimSuffix(t.Path, ".jsonl"), "subagents")
 	files, _ := filepath.Glob(filepath.Join(dir, "agent-*.jsonl"))
+	// old flat layout: agent-*.jsonl beside the session, naming it in sessionId
+	flat, _ := filepath.Glob(filepath.Join(filepath.Dir(t.Path), "agent-*.jsonl"))
+	for _, f := range flat {
+		if strings.Contains(fileHead(f, 8<<10), `"sessionId":"`+t.ID+`"`) {
+			files = append(files, f)
+		}
+	}
 	byAgent := map[string]int{}
 	for i, s := range t.Subagents {
 		byAgent[s.AgentID] = i
@@ -861,6 +894,13 @@ func attachClaudeSubagents(t *Transcript) {
 			t.Subagents[i] = sa
 		} else {
 			t.Subagents = append(t.Subagents, sa)
+		}
+	}
+	// in-file sidechains have no link: give them the remaining Task calls
+	for i := range t.Subagents {
+		if t.Subagents[i].ToolCallID == "" {
+			t.Subagents[i].ToolCallID = firstUnlinkedTask(t, linked)
+			linked[t.Subagents[i].ToolCallID] = true
 		}
 	}
 	// links without a file stay (the file may have been cleaned up)

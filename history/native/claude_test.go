@@ -277,7 +277,8 @@ func TestClaudeTodoWritePlan(t *testing.T) {
 func TestClaudeSubagents(t *testing.T) {
 	tr := readClaudeT(t, "testdata/claude/traps/22222222-2222-4222-8222-222222222222.jsonl")
 	eqShape(t, shape(tr), []string{"u:Survey the code", "a:tool(Task,completed) content(The survey is done.)"})
-	if len(tr.Subagents) != 1 {
+	// the Task subagent file, then the old-style sidechain lines kept apart
+	if len(tr.Subagents) != 2 || tr.Subagents[1].AgentID != "sidechain" || len(tr.Subagents[1].Messages) != 1 {
 		t.Fatalf("subagents = %+v", tr.Subagents)
 	}
 	sa := tr.Subagents[0]
@@ -324,3 +325,19 @@ func TestClaudeProjectDirName(t *testing.T) {
 }
 
 var _ = context.Background
+
+// The ≈v2.0 layout kept subagent files flat beside the session, naming the
+// parent in sessionId.
+func TestClaudeFlatSidechainFile(t *testing.T) {
+	dir := t.TempDir()
+	main, _ := os.ReadFile("testdata/claude/public/agent-sessions__stage0/subagent/0a1b2c3d-4e5f-4061-8071-2a3b4c5d6e7f.jsonl")
+	sub, _ := os.ReadFile("testdata/claude/public/agent-sessions__stage0/subagent/0a1b2c3d-4e5f-4061-8071-2a3b4c5d6e7f/subagents/agent-a0ad4f44468bdf20d.jsonl")
+	sub = []byte(strings.ReplaceAll(string(sub), `"sessionId":"agent-a0ad4f44468bdf20d"`, `"sessionId":"0a1b2c3d-4e5f-4061-8071-2a3b4c5d6e7f"`))
+	writeFile(t, filepath.Join(dir, "0a1b2c3d-4e5f-4061-8071-2a3b4c5d6e7f.jsonl"), main)
+	writeFile(t, filepath.Join(dir, "agent-a0ad4f44468bdf20d.jsonl"), sub)
+	writeFile(t, filepath.Join(dir, "agent-unrelated.jsonl"), claudeSessionLines("other", "/tmp", "x", "2026-01-01T00:00:00Z"))
+	tr := readClaudeT(t, filepath.Join(dir, "0a1b2c3d-4e5f-4061-8071-2a3b4c5d6e7f.jsonl"))
+	if len(tr.Subagents) != 1 || tr.Subagents[0].AgentID != "a0ad4f44468bdf20d" || tr.Subagents[0].ToolCallID == "" {
+		t.Errorf("subagents = %+v", tr.Subagents)
+	}
+}

@@ -51,7 +51,7 @@ func openCodeDBs(dir string) []string {
 
 // openDB opens an OpenCode database read-only.
 func openDB(ctx context.Context, path string) (*sql.DB, error) {
-	u := url.URL{Scheme: "file", Path: path, RawQuery: "mode=ro&_pragma=busy_timeout(3000)&_pragma=query_only(1)"}
+	u := url.URL{Scheme: "file", Path: path, RawQuery: "mode=ro&_pragma=busy_timeout(1000)&_pragma=query_only(1)"}
 	db, err := sql.Open("sqlite", u.String())
 	if err != nil {
 		return nil, fmt.Errorf("open opencode db %s: %w", path, err)

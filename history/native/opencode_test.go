@@ -143,3 +143,41 @@ func TestOpenCodeLegacyTree(t *testing.T) {
 		t.Errorf("legacy list = %+v %v (%s)", ss, diags, home)
 	}
 }
+
+// A database in rollback-journal mode with an exclusive lock held (an
+// OpenCode mid-write, or an older build): the listing reports it and goes on.
+func TestOpenCodeLockedDB(t *testing.T) {
+	home := t.TempDir()
+	ws := t.TempDir()
+	dir := filepath.Join(home, ".local", "share", "opencode")
+	writeFile(t, filepath.Join(dir, "placeholder"), nil)
+	db := makeOpenCodeDB(t, filepath.Join(dir, "opencode.db"), ws)
+	if _, err := db.Exec(`PRAGMA journal_mode=DELETE`); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(context.Background(), `BEGIN EXCLUSIVE`); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.ExecContext(context.Background(), `ROLLBACK`)
+	// a Claude session of the same workspace still lists
+	enc, _ := ClaudeProjectDirName(ws)
+	writeFile(t, filepath.Join(home, ".claude", "projects", enc, "c.jsonl"), claudeSessionLines("c", ws, "still here", "2026-01-01T00:00:00Z"))
+	ss, diags := List(context.Background(), Env{Home: home}, ws)
+	if len(ss) != 1 || ss[0].Agent != AgentClaude {
+		t.Errorf("sessions = %+v", ss)
+	}
+	found := false
+	for _, d := range diags {
+		if d.Agent == AgentOpenCode && d.Level == "warning" && strings.Contains(d.Message, "locked") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no locked-database diagnostic: %+v", diags)
+	}
+}
