@@ -232,6 +232,8 @@ type codexPayload struct {
 	Git       *struct {
 		Branch string `json:"branch"`
 	} `json:"git"`
+	ParentThreadID string          `json:"parent_thread_id"`
+	Source         json.RawMessage `json:"source"` // "cli" | {"subagent":{"thread_spawn":{"parent_thread_id"}}} | …
 	// message
 	Role    string          `json:"role"`
 	Content json.RawMessage `json:"content"`
@@ -461,6 +463,18 @@ func (r *codexReader) build(names map[string]string) *Transcript {
 			metaSeen = true
 			t.ID, t.Cwd = p.ID, p.Cwd
 			cwd = p.Cwd
+			t.ParentID = p.ParentThreadID
+			if t.ParentID == "" && len(p.Source) > 0 && p.Source[0] == '{' {
+				var src struct {
+					Subagent struct {
+						ThreadSpawn struct {
+							ParentThreadID string `json:"parent_thread_id"`
+						} `json:"thread_spawn"`
+					} `json:"subagent"`
+				}
+				_ = json.Unmarshal(p.Source, &src)
+				t.ParentID = src.Subagent.ThreadSpawn.ParentThreadID
+			}
 			if p.Git != nil {
 				t.GitBranch = p.Git.Branch
 			}

@@ -146,3 +146,13 @@ func TestCodexPublicFixturesNeverFail(t *testing.T) {
 		readCodexT(t, f)
 	}
 }
+
+func TestCodexSubagentThread(t *testing.T) {
+	tr := readCodexT(t, "testdata/codex/traps/rollout-2026-02-02T00-00-00-0199dddd-0000-7000-8000-000000000004.jsonl")
+	if tr.ParentID != "0199aaaa-0000-7000-8000-000000000001" || tr.Title != "Look for TODOs" {
+		t.Errorf("subagent thread = %+v", tr.Session)
+	}
+	if top := readCodexT(t, codexTrap); top.ParentID != "" {
+		t.Errorf("top-level thread has parent %q", top.ParentID)
+	}
+}

@@ -88,9 +88,12 @@ func (d *Diagnostics) problemf(format string, args ...any) {
 
 // Session is the metadata of one native session, as shown in a listing.
 type Session struct {
-	ID           string `json:"id"`            // native session id (Claude/Gemini/pi uuid, Codex thread uuid, OpenCode ses_…)
-	Agent        string `json:"agent"`         // AgentClaude, AgentCodex, …
-	Title        string `json:"title"`         // by the store's own priority rules (see each reader)
+	ID    string `json:"id"`    // native session id (Claude/Gemini/pi uuid, Codex thread uuid, OpenCode ses_…)
+	Agent string `json:"agent"` // AgentClaude, AgentCodex, …
+	Title string `json:"title"` // by the store's own priority rules (see each reader)
+	// ParentID is the native id of the session that spawned this one as a
+	// subagent (Codex subagent threads), "" for a top-level session.
+	ParentID     string `json:"parentId,omitempty"`
 	Cwd          string `json:"cwd,omitempty"` // recorded working directory
 	GitBranch    string `json:"gitBranch,omitempty"`
 	Model        string `json:"model,omitempty"` // last model seen
@@ -183,7 +186,7 @@ func cacheKey(agent, ws, path string, size, mtimeNs int64) string {
 }
 
 // cacheVersion changes whenever the meaning of cached Session JSON changes.
-const cacheVersion = 1
+const cacheVersion = 2
 
 func encodeSession(s Session) []byte {
 	b, _ := json.Marshal(s) // Session has no unmarshalable fields
