@@ -192,8 +192,32 @@ func ReadGemini(path string) (*Transcript, error) {
 		gr.t.Diagnostics.problemf("read stopped: %v", err)
 	}
 	t := gr.build()
-	t.Cwd = ""
+	t.Cwd = geminiProjectRoot(path, t.Cwd)
 	return t, nil
+}
+
+// geminiProjectRoot finds the project root of a session file in
+// tmp/<dir>/chats/: the dir's .project_root, else the projects.json entry
+// for the dir, else the root whose sha256 is the file's projectHash among
+// those entries; "" if unknown.
+func geminiProjectRoot(path, hash string) string {
+	dir := filepath.Dir(filepath.Dir(path))
+	if b, err := os.ReadFile(filepath.Join(dir, ".project_root")); err == nil {
+		return strings.TrimSpace(string(b))
+	}
+	var reg struct {
+		Projects map[string]string `json:"projects"`
+	}
+	if b, err := os.ReadFile(filepath.Join(filepath.Dir(filepath.Dir(dir)), "projects.json")); err == nil {
+		_ = json.Unmarshal(b, &reg)
+	}
+	for root, slug := range reg.Projects {
+		sum := sha256.Sum256([]byte(root))
+		if slug == filepath.Base(dir) || hex.EncodeToString(sum[:]) == hash {
+			return root
+		}
+	}
+	return ""
 }
 
 type geminiMsg struct {

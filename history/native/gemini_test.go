@@ -101,7 +101,12 @@ func TestListGemini(t *testing.T) {
 		t.Errorf("gemini sessions = %v", got)
 	}
 	tr, err := Read(context.Background(), Env{Home: home}, "9f000000-0000-4000-8000-000000000001")
-	if err != nil || tr.Title != "Edit a.txt and test" || tr.Resume[0] != "gemini" {
+	if err != nil || tr.Title != "Edit a.txt and test" || tr.Resume[0] != "gemini" || tr.Cwd != "" {
 		t.Errorf("read by id: %v %+v", err, tr)
+	}
+	// the .project_root of its folder gives a read session its cwd
+	tr, err = ReadGemini(filepath.Join(tmp, "other", "chats", "session-2026-01-16T18-34-3739ef95.json"))
+	if err != nil || tr.Cwd != ws+"" {
+		t.Errorf("cwd from .project_root: %v %q", err, tr.Cwd)
 	}
 }
