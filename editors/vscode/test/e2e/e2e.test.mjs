@@ -179,6 +179,16 @@ test('history view lists the conversation', async () => {
   await page.screenshot({ path: join(artifacts, 'e2e-history.png') });
 });
 
+/** secondClient connects like the CLI would: another client of the same daemon. */
+async function secondClient() {
+  const p = spawn(OCHATD_BIN, ['connect', '--workspace', ws], { env, stdio: ['pipe', 'pipe', 'ignore'] });
+  const c = rpc.createMessageConnection(new rpc.StreamMessageReader(p.stdout), new rpc.StreamMessageWriter(p.stdin));
+  c.listen();
+  await c.sendRequest('initialize', { processId: process.pid, clientInfo: { name: 'e2e' }, capabilities: {} });
+  await c.sendNotification('initialized', {});
+  return { c, close: () => { c.dispose(); p.kill(); } };
+}
+
 test('window reload restores the chat panel with its conversation', async () => {
   const t0 = Date.now();
   await runCommand('Developer: Reload Window');
@@ -193,19 +203,34 @@ test('window reload restores the chat panel with its conversation', async () => 
 
 test('history view with 2,000 conversations', async () => {
   // A second client (as the CLI would be) fills the store through the daemon.
-  const p = spawn(OCHATD_BIN, ['connect', '--workspace', ws], { env, stdio: ['pipe', 'pipe', 'ignore'] });
-  const c = rpc.createMessageConnection(new rpc.StreamMessageReader(p.stdout), new rpc.StreamMessageWriter(p.stdin));
-  c.listen();
-  await c.sendRequest('initialize', { processId: process.pid, clientInfo: { name: 'e2e' }, capabilities: {} });
-  await c.sendNotification('initialized', {});
+  const { c, close } = await secondClient();
   for (let i = 0; i < 2000; i += 200) {
     await Promise.all(Array.from({ length: 200 }, (_, j) => c.sendRequest('ochat/conversations/create', { title: `bulk conversation ${i + j}` })));
   }
-  c.dispose();
-  p.kill();
+  close();
   await runCommand('ochat: Refresh History');
   const t0 = Date.now();
   await page.locator('.monaco-list-row', { hasText: 'bulk conversation 1999' }).first().waitFor({ timeout: 30000 });
   figures['history view: 2,000 conversations listed and rendered after refresh (ms)'] = Date.now() - t0;
   await page.screenshot({ path: join(artifacts, 'e2e-history-2000.png') });
+});
+
+test('a permission of a turn started by another client reaches a hidden panel as a notification', async () => {
+  const { c, close } = await secondClient();
+  try {
+    const { conversations } = await c.sendRequest('ochat/conversations/list', {});
+    const conv = conversations.find((x) => x.title.startsWith('PLAIN hello from code-server'));
+    assert.ok(conv, 'the conversation of the first test');
+    await runCommand('View: Hide Panel');
+    await c.sendRequest('ochat/chat/send', { conversationId: conv.id, agent: 'test', text: 'WRITE other.txt from the CLI' });
+    const toast = page.locator('.notifications-toasts .notification-toast', { hasText: 'asks permission' }).first();
+    await toast.waitFor({ timeout: 30000 });
+    assert.match(await toast.innerText(), /test asks permission: Write other\.txt/);
+    await page.screenshot({ path: join(artifacts, 'e2e-permission-notification.png') });
+    await toast.locator('.monaco-button', { hasText: /^Allow$/ }).click();
+    await waitFor(() => existsSync(join(ws, 'other.txt')), 'other.txt written after answering from the notification');
+    assert.equal(readFileSync(join(ws, 'other.txt'), 'utf8'), 'from the CLI');
+  } finally {
+    close();
+  }
 });
