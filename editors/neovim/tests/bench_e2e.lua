@@ -1,6 +1,7 @@
 -- End-to-end figures against a real ochatd and the scripted test agent (needs OCHAT_BIN_DIR):
 --   1. prompt to first answer text in the chat buffer (PLAIN turns, warm agent);
---   2. a FLOOD turn (5,000 chunks as fast as the agent can send them): time per flush and notification-to-buffer lag.
+--   2. a FLOOD turn (5,000 chunks as fast as the agent can send them): time per flush and notification-to-buffer lag;
+--   3. :OChatHistory with 2,000 stored conversations, from the command to every item formatted for vim.ui.select.
 -- nvim --headless -n -i NONE -u NONE --cmd 'set rtp^=.' -c 'luafile tests/bench_e2e.lua'
 local H = dofile('tests/helpers.lua')
 local util = require('ochat.util')
@@ -77,6 +78,39 @@ table.insert(lines, string.format(
   'FLOOD 5000 chunks (%d body lines): %d flushes in %.0f ms; per flush median %.2f ms, p95 %.2f ms, max %.2f ms; notification-to-buffer lag median %.1f ms, p95 %.1f ms, max %.1f ms',
   #m.body, st.flushes, total, pct(times, 0.5), pct(times, 0.95), pct(times, 1), pct(st.lags, 0.5), pct(st.lags, 0.95), pct(st.lags, 1)
 ))
+-- :OChatHistory against the real daemon with 2,000 stored conversations.
+do
+  local left = 2000
+  for i = 1, 2000 do
+    chat.conn:request('ochat/conversations/create', { title = 'conversation ' .. i .. ' about the parser' }, function()
+      left = left - 1
+    end)
+  end
+  assert(vim.wait(60000, function()
+    return left == 0
+  end, 5), 'create 2000 conversations')
+  local orig_select = vim.ui.select
+  local opens = {}
+  for _ = 1, 10 do
+    local n
+    vim.ui.select = function(items, o, cb)
+      for _, it in ipairs(items) do
+        o.format_item(it)
+      end
+      n = #items
+      cb(nil)
+    end
+    local t0 = util.now_ms()
+    require('ochat.history').pick(chat)
+    assert(vim.wait(10000, function()
+      return n ~= nil
+    end, 1), 'history')
+    assert(n >= 2000, 'listed ' .. tostring(n))
+    table.insert(opens, util.now_ms() - t0)
+  end
+  vim.ui.select = orig_select
+  table.insert(lines, string.format('OChatHistory with 2000+ stored conversations (real daemon, request to formatted list): median %.1f ms, p95 %.1f ms, max %.1f ms', pct(opens, 0.5), pct(opens, 0.95), pct(opens, 1)))
+end
 for _, l in ipairs(lines) do
   io.stdout:write(l .. '\n')
 end
