@@ -132,11 +132,7 @@ func listCodex(ctx context.Context, env Env, ws string, cache Cache) ([]Session,
 		if cwd := codexHeadCwd(head); cwd != "" && !sameDir(cwd, ws) {
 			return Session{Agent: AgentCodex, Path: path, Cwd: cwd}, false, nil
 		}
-		cr := newCodexReader(path)
-		cr.t.Size = size
-		err := eachLine(br, &cr.t.Diagnostics, cr.add)
-		t := cr.build(names)
-		return t.Session, len(t.Messages) > 0, err
+		return codexMeta(path, br, size, names)
 	}
 	ss, ds := listFiles(ctx, AgentCodex, ws, files, cache, meta, func(s Session) bool { return sameDir(s.Cwd, ws) })
 	return ss, append(diags, ds...)

@@ -156,3 +156,24 @@ func TestCodexSubagentThread(t *testing.T) {
 		t.Errorf("top-level thread has parent %q", top.ParentID)
 	}
 }
+
+// The listing skim agrees with the full reader on every Codex fixture.
+func TestCodexMetaAgreesWithRead(t *testing.T) {
+	files, _ := filepath.Glob("testdata/codex/*/*.jsonl")
+	for _, f := range files {
+		tr := readCodexT(t, f)
+		fh, err := os.Open(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, ok, err := codexMeta(f, fh, 0, nil)
+		fh.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok != (len(tr.Messages) > 0) || s.ID != tr.ID || s.Title != tr.Title || s.MessageCount != tr.MessageCount ||
+			s.ToolCount != tr.ToolCount || s.Model != tr.Model || s.Cwd != tr.Cwd || s.ParentID != tr.ParentID || s.GitBranch != tr.GitBranch {
+			t.Errorf("%s:\n list %+v\n read %+v", filepath.Base(f), s, tr.Session)
+		}
+	}
+}

@@ -46,6 +46,9 @@ func FuzzCodex(f *testing.F) {
 		readLines(data, r.add, &r.t.Diagnostics)
 		checkInvariants(t, r.build(nil))
 		parseApplyPatch(string(data), "/w")
+		if _, _, err := codexMeta("/x/rollout.jsonl", bytes.NewReader(data), int64(len(data)), nil); err != nil {
+			t.Fatal(err)
+		}
 	})
 }
 
