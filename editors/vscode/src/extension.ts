@@ -127,10 +127,16 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
   };
   const openSession = async (s: NativeSession): Promise<string | undefined> => {
     if (s.conversationId) return s.conversationId;
-    const res = await client.request<{ conversationId?: string; conversation?: { id: string } }>(Methods.sessionsOpen, {
-      agent: s.agent, sessionId: s.sessionId ?? s.id, path: s.path,
+    const res = await client.request<{ conversationId?: string; conversation?: { id?: string }; messages?: [] }>(Methods.sessionsOpen, {
+      sessionId: s.sessionId ?? s.id, agent: s.agent, path: s.path,
     });
-    return res.conversationId ?? res.conversation?.id;
+    const id = res.conversationId ?? res.conversation?.id;
+    if (!id && res.messages) {
+      // A read-only view of a native session that the daemon did not import.
+      controller.showSnapshot(res as never);
+      chatView.reveal();
+    }
+    return id;
   };
   const guard = (f: (...a: any[]) => Promise<unknown>) => async (...a: any[]) => {
     try {

@@ -25,8 +25,12 @@ export function buildHistory(conversations: Conversation[], sessions?: NativeSes
   const convs = [...conversations].sort((a, b) => (b.updatedAt ?? 0) - (a.updatedAt ?? 0));
   const convNodes: HistoryNode[] = convs.map((c) => ({ kind: 'conversation', id: `c:${c.id}`, conversation: c }));
   if (sessions === undefined) return convNodes;
+  // ochat/sessions/list may also list the daemon's own conversations: show each once.
+  const seen = new Set(convs.map((c) => c.id));
   const byAgent = new Map<string, NativeSession[]>();
-  for (const s of sessions) {
+  for (const raw of sessions) {
+    const s = normalizeSession(raw);
+    if ((s.id && seen.has(s.id)) || (s.sessionId && seen.has(s.sessionId)) || (s.conversationId && seen.has(s.conversationId))) continue;
     const list = byAgent.get(s.agent) ?? [];
     list.push(s);
     byAgent.set(s.agent, list);
@@ -57,4 +61,14 @@ export function relativeTime(t: number | undefined, now: number): string {
   if (s < 86400) return `${Math.floor(s / 3600)} h ago`;
   if (s < 86400 * 14) return `${Math.floor(s / 86400)} d ago`;
   return new Date(t).toISOString().slice(0, 10);
+}
+
+/** normalizeSession fills the fields the tree needs from the names stores use (summary, firstPrompt, modifiedAt, provider). */
+export function normalizeSession(s: NativeSession & { summary?: string; firstPrompt?: string; modifiedAt?: number; provider?: string }): NativeSession {
+  return {
+    ...s,
+    agent: s.agent || s.provider || 'agent',
+    title: s.title || s.summary || s.firstPrompt || '',
+    updatedAt: s.updatedAt || s.modifiedAt || s.createdAt || 0,
+  };
 }

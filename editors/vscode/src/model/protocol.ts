@@ -234,7 +234,9 @@ export const Methods = {
   unsubscribe: 'ochat/unsubscribe',
   permissionRespond: 'ochat/permission/respond',
   agentsList: 'ochat/agents/list',
-  agentsSetConfig: 'ochat/agents/setConfigOption',
+  agentSetConfig: 'ochat/agent/setConfig',
+  /** Older name of agentSetConfig, tried when the daemon answers -32601. */
+  agentsSetConfigOption: 'ochat/agents/setConfigOption',
   sessionsList: 'ochat/sessions/list',
   sessionsOpen: 'ochat/sessions/open',
   exportConversation: 'ochat/export',

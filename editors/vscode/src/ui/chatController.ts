@@ -113,6 +113,15 @@ export class ChatController implements vscode.Disposable {
     for (const p of this.model.permissions.values()) this.notifyPermission(p);
   }
 
+  /** showSnapshot shows a read-only transcript the daemon did not store as a conversation (ochat/sessions/open). */
+  showSnapshot(res: { conversation?: SubscribeResult['conversation']; messages?: SubscribeResult['messages']; title?: string }): void {
+    const prev = this.model.conversation?.id;
+    if (prev) this.rpc.request(Methods.unsubscribe, { conversationId: prev }).catch(() => undefined);
+    this.model = ConversationModel.fromSubscribe({ conversation: res.conversation as SubscribeResult['conversation'], messages: res.messages ?? [] }, this.now());
+    this.model.readOnly = true;
+    this.postInit();
+  }
+
   /** newConversation clears the panel; the next send creates the conversation. */
   newConversation(): void {
     const prev = this.model.conversation?.id;
@@ -261,16 +270,22 @@ export class ChatController implements vscode.Disposable {
         case 'selectAgent':
           this.selectedAgent = msg.agent;
           return;
-        case 'setConfig':
+        case 'setConfig': {
+          const params = { conversationId: this.model.conversation?.id, agent: msg.agent, configId: msg.configId, value: msg.value };
+          const notFound = (err: unknown) => (err as { code?: number }).code === ErrorCodes.methodNotFound;
           try {
-            await this.rpc.request(Methods.agentsSetConfig, {
-              conversationId: this.model.conversation?.id, agent: msg.agent, configId: msg.configId, value: msg.value,
-            });
+            await this.rpc.request(Methods.agentSetConfig, params);
           } catch (err) {
-            if ((err as { code?: number }).code !== ErrorCodes.methodNotFound) throw err;
-            throw new Error(`this ochatd cannot change agent options yet (${Methods.agentsSetConfig}); update ochatd`);
+            if (!notFound(err)) throw err;
+            try {
+              await this.rpc.request(Methods.agentsSetConfigOption, params);
+            } catch (err2) {
+              if (!notFound(err2)) throw err2;
+              throw new Error(`this ochatd cannot change agent options yet (${Methods.agentSetConfig}); update ochatd`);
+            }
           }
           return;
+        }
         case 'newConversation':
           this.newConversation();
           return;

@@ -173,3 +173,26 @@ test('pasted images are stored as files before send; the daemon gets paths only'
   ]);
   assert.equal(c.model.message('U1')!.attachments![0].path, '/store/abc.png');
 });
+
+test('config options: ochat/agent/setConfig, then the older name, then a clear error', async () => {
+  const { rpc, c, sink } = setup();
+  await c.open('C1');
+  rpc.handlers.set('ochat/agent/setConfig', () => ({}));
+  await c.handle({ type: 'setConfig', agent: 'test', configId: 'model', value: 'fast' });
+  assert.deepEqual(rpc.requests.at(-1), { method: 'ochat/agent/setConfig', params: { conversationId: 'C1', agent: 'test', configId: 'model', value: 'fast' } });
+  rpc.handlers.delete('ochat/agent/setConfig');
+  rpc.handlers.set('ochat/agents/setConfigOption', () => ({}));
+  await c.handle({ type: 'setConfig', agent: 'test', configId: 'mode', value: 'plan' });
+  assert.deepEqual(rpc.methods().slice(-2), ['ochat/agent/setConfig', 'ochat/agents/setConfigOption']);
+  rpc.handlers.delete('ochat/agents/setConfigOption');
+  await c.handle({ type: 'setConfig', agent: 'test', configId: 'mode', value: 'plan' });
+  assert.match((sink.posted.at(-1) as { message: string }).message, /cannot change agent options yet/);
+});
+
+test('a native session opened without a conversation is shown read-only', () => {
+  const { c, sink } = setup();
+  c.showSnapshot({ messages: [{ id: 'm1', role: 'user', timestamp: 1, content: 'from the terminal' }] });
+  const init = sink.posted.at(-1) as Extract<HostMessage, { type: 'init' }>;
+  assert.equal(init.snapshot.readOnly, true);
+  assert.equal(init.snapshot.messages[0].content, 'from the terminal');
+});

@@ -78,3 +78,16 @@ test('HistoryProvider: a daemon error empties the tree and keeps the message', a
   assert.deepEqual(await p.getChildren(), []);
   assert.equal(p.error, 'ochatd is not connected');
 });
+
+test('buildHistory: sessions that are the daemon\'s own conversations are shown once; store field names normalised', () => {
+  const roots = buildHistory(convs, [
+    { agent: 'claude', sessionId: 'x1', conversationId: 'a' },
+    { agent: 'claude', id: 'b' },
+    { provider: 'pi', sessionId: 'p1', summary: 'from pi', modifiedAt: 7 } as never,
+  ]);
+  assert.deepEqual(roots.map((n) => n.id), ['g:conversations', 'g:agent:pi']);
+  const pi = roots[1];
+  assert.ok(pi.kind === 'group' && pi.children[0].kind === 'session');
+  const s = pi.children[0].kind === 'session' ? pi.children[0].session : undefined;
+  assert.deepEqual([s?.agent, s?.title, s?.updatedAt], ['pi', 'from pi', 7]);
+});
