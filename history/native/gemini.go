@@ -191,8 +191,18 @@ func ReadGemini(path string) (*Transcript, error) {
 	if err := gr.readAll(f); err != nil {
 		gr.t.Diagnostics.problemf("read stopped: %v", err)
 	}
-	t := gr.build()
+	t, links := gr.buildLinks()
 	t.Cwd = geminiProjectRoot(path, t.Cwd)
+	// subagent chats: chats/<sessionId>/<subagentSessionId>.jsonl
+	subs, _ := filepath.Glob(filepath.Join(filepath.Dir(path), t.ID, "*.jsonl"))
+	for _, sp := range subs {
+		st, err := ReadGemini(sp)
+		if err != nil {
+			t.Diagnostics.problemf("subagent %s: %v", filepath.Base(sp), err)
+			continue
+		}
+		t.Subagents = append(t.Subagents, Subagent{ToolCallID: links[st.ID], AgentID: st.ID, Path: sp, Description: st.Title, Messages: st.Messages})
+	}
 	return t, nil
 }
 
@@ -240,6 +250,7 @@ type geminiToolCall struct {
 	Result        json.RawMessage `json:"result"`
 	Status        string          `json:"status"`
 	ResultDisplay json.RawMessage `json:"resultDisplay"`
+	AgentID       string          `json:"agentId"` // invoke_agent: the subagent's session id
 }
 
 type geminiReader struct {
@@ -465,6 +476,13 @@ func geminiToolOutput(tc geminiToolCall) string {
 }
 
 func (r *geminiReader) build() *Transcript {
+	t, _ := r.buildLinks()
+	return t
+}
+
+// buildLinks is build that also returns subagent session id → invoke_agent
+// call id.
+func (r *geminiReader) buildLinks() (*Transcript, map[string]string) {
 	t := &r.t
 	t.Messages, t.Markers = nil, nil
 	b := newBuilder(t, AgentGemini)
@@ -539,7 +557,7 @@ func (r *geminiReader) build() *Transcript {
 	}
 	t.Cwd = r.hash // listing compares it with sha256(workspace); callers replace it
 	t.Resume = ResumeCommand(AgentGemini, t.ID, t.Path)
-	return t
+	return t, b.children
 }
 
 func (r *geminiReader) toolCall(b *builder, msgID string, ts int64, tc geminiToolCall) {
@@ -560,6 +578,9 @@ func (r *geminiReader) toolCall(b *builder, msgID string, ts int64, tc geminiToo
 		}
 	}
 	seg := transcript.Segment{Type: transcript.SegTool, ID: tc.ID, Name: tc.Name, Input: tc.Args}
+	if tc.AgentID != "" {
+		b.children[tc.AgentID] = tc.ID
+	}
 	out := geminiToolOutput(tc)
 	switch tc.Status {
 	case "success":

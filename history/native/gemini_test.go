@@ -31,6 +31,7 @@ func TestGeminiTranscripts(t *testing.T) {
 			"a:reasoning(Plan: replace a with b) content(Editing now.) tool(replace,completed) fc(a.txt,+2,-1) plan(2) tool(run_shell_command,error) content(Done.)",
 			"h:/chat save x",
 			"u:Second question", "a:content(Second answer)",
+			"u:Ask a subagent", "a:content(Delegating.) tool(invoke_agent,completed)",
 		}, "Edit a.txt and test"},
 		{"traps/session-2026-03-01T00-01-9f000000.jsonl", []string{
 			"u:kept question", "a:tool(read_file,completed) content(kept answer)",
@@ -67,6 +68,10 @@ func TestGeminiTranscripts(t *testing.T) {
 	}
 	if fc := tr.Messages[1].Segments[3]; *fc.OldText != "a\n" || fc.ToolCallID != "replace_1" {
 		t.Errorf("fileChange = %+v", fc)
+	}
+	// the subagent chat in chats/<sessionId>/ is attached to its invoke_agent call
+	if len(tr.Subagents) != 1 || tr.Subagents[0].ToolCallID != "invoke_1" || len(tr.Subagents[0].Messages) != 2 {
+		t.Errorf("subagents = %+v", tr.Subagents)
 	}
 }
 
