@@ -147,6 +147,7 @@ type Diagnostic struct {
 	Message string `json:"message"`
 }
 
+// String renders "agent: path: message" for logs and `ochatd doctor`.
 func (d Diagnostic) String() string {
 	if d.Path != "" {
 		return d.Agent + ": " + d.Path + ": " + d.Message
