@@ -70,6 +70,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
     },
   });
   context.subscriptions.push(controller, history);
+  // Sessions written in a terminal (and conversations changed by other clients) update the tree live.
+  client.onNotification(Methods.sessionsChanged, () => history.refreshSoon());
+  client.onNotification(Methods.conversationsChanged, () => history.refreshSoon());
   const chatView = new ChatViewProvider(context.extensionUri, controller);
   context.subscriptions.push(vscode.window.registerWebviewViewProvider(ChatViewProvider.viewId, chatView));
   const tree = vscode.window.createTreeView('ochat.history', { treeDataProvider: history, showCollapseAll: true });

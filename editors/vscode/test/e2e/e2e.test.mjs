@@ -36,9 +36,14 @@ const env = {
   XDG_DATA_HOME: join(tmp, 'data'),
   TESTAGENT_STATE: join(tmp, 'agent'),
 };
-for (const d of ['home', 'run', 'state', 'config', 'data', 'agent', 'ws/.ochat', 'cs/user/User', 'cs/user/Machine', 'cs/ext']) mkdirSync(join(tmp, d), { recursive: true, mode: 0o700 });
+for (const d of ['home/.claude', 'run', 'state', 'config', 'data', 'agent', 'ws/.ochat', 'cs/user/User', 'cs/user/Machine', 'cs/ext']) mkdirSync(join(tmp, d), { recursive: true, mode: 0o700 });
 writeFileSync(join(ws, '.ochat/settings.json'), JSON.stringify({ agent_servers: { test: { command: TESTAGENT_BIN } } }));
 writeFileSync(join(ws, 'README.md'), '# e2e workspace\n');
+// A terminal-started Claude Code session of this workspace (testdata/SOURCES.md), where Claude keeps it.
+const claudeDir = join(tmp, 'home/.claude/projects', ws.replace(/[^a-zA-Z0-9]/g, '-'));
+mkdirSync(claudeDir, { recursive: true });
+writeFileSync(join(claudeDir, '24cb974b-077a-4ab3-bdf4-622ee8278cca.jsonl'),
+  readFileSync(join(here, 'testdata/claude/24cb974b-077a-4ab3-bdf4-622ee8278cca.jsonl'), 'utf8').replaceAll('/home/dev/project', ws));
 writeFileSync(join(D, 'user/User/settings.json'), JSON.stringify({
   'workbench.startupEditor': 'none', 'security.workspace.trust.enabled': false, 'telemetry.telemetryLevel': 'off',
   'update.mode': 'none', 'extensions.autoUpdate': false, 'extensions.autoCheckUpdates': false, 'chat.disableAIFeatures': true,
@@ -96,9 +101,22 @@ async function runCommand(label) {
       await page.keyboard.press('Escape');
       return false;
     }
-    await page.keyboard.press('Enter');
+    // Click the matching row: Enter would run whichever row the fuzzy match put first.
+    await row.click();
     return true;
   }, `command ${label}`, 90000);
+}
+
+/** e2e is test() that saves a screenshot of the workbench when the test fails. */
+function e2e(name, fn) {
+  test(name, async (t) => {
+    try {
+      await fn(t);
+    } catch (err) {
+      await page?.screenshot({ path: join(artifacts, `e2e-fail-${name.replace(/[^a-z0-9]+/gi, '-').slice(0, 60)}.png`) }).catch(() => undefined);
+      throw err;
+    }
+  });
 }
 
 before(async () => {
@@ -132,7 +150,7 @@ after(async () => {
   daemon?.kill('SIGTERM');
 });
 
-test('chat panel: send a prompt and see the streamed answer', async () => {
+e2e('chat panel: send a prompt and see the streamed answer', async () => {
   const t0 = Date.now();
   await runCommand('ochat: Open Chat');
   const f = await chatFrame();
@@ -146,7 +164,7 @@ test('chat panel: send a prompt and see the streamed answer', async () => {
   await page.screenshot({ path: join(artifacts, 'e2e-chat.png') });
 });
 
-test('permission inline: answer it, the file is written, open the fileChange diff', async () => {
+e2e('permission inline: answer it, the file is written, open the fileChange diff', async () => {
   const f = await chatFrame();
   await f.locator('textarea.input').fill('WRITE notes.txt first line\\nsecond line');
   await f.locator('textarea.input').press('Enter');
@@ -169,7 +187,7 @@ test('permission inline: answer it, the file is written, open the fileChange dif
   await page.screenshot({ path: join(artifacts, 'e2e-diff.png') });
 });
 
-test('history view lists the conversation', async () => {
+e2e('history view lists the conversation', async () => {
   const t0 = Date.now();
   await runCommand('ochat: Refresh History');
   await page.locator('.activitybar [aria-label^="ochat History"], .activitybar a[aria-label*="ochat History"]').first().click().catch(() => undefined);
@@ -189,7 +207,7 @@ async function secondClient() {
   return { c, close: () => { c.dispose(); p.kill(); } };
 }
 
-test('window reload restores the chat panel with its conversation', async () => {
+e2e('window reload restores the chat panel with its conversation', async () => {
   const t0 = Date.now();
   await runCommand('Developer: Reload Window');
   await page.waitForSelector('.monaco-workbench', { timeout: 60000 });
@@ -201,7 +219,7 @@ test('window reload restores the chat panel with its conversation', async () => 
   await page.screenshot({ path: join(artifacts, 'e2e-reload.png') });
 });
 
-test('history view with 2,000 conversations', async () => {
+e2e('history view with 2,000 conversations', async () => {
   // A second client (as the CLI would be) fills the store through the daemon.
   const { c, close } = await secondClient();
   for (let i = 0; i < 2000; i += 200) {
@@ -215,7 +233,7 @@ test('history view with 2,000 conversations', async () => {
   await page.screenshot({ path: join(artifacts, 'e2e-history-2000.png') });
 });
 
-test('a permission of a turn started by another client reaches a hidden panel as a notification', async () => {
+e2e('a permission of a turn started by another client reaches a hidden panel as a notification', async () => {
   const { c, close } = await secondClient();
   try {
     const { conversations } = await c.sendRequest('ochat/conversations/list', {});
@@ -233,4 +251,26 @@ test('a permission of a turn started by another client reaches a hidden panel as
   } finally {
     close();
   }
+});
+
+e2e('a terminal-started session appears in the history view', async (t) => {
+  const { c, close } = await secondClient();
+  let sessions;
+  try {
+    sessions = (await c.sendRequest('ochat/sessions/list', {})).sessions ?? [];
+  } catch (err) {
+    if (err.code === -32601) { t.skip('this ochatd has no ochat/sessions/list yet'); return; }
+    throw err;
+  } finally {
+    close();
+  }
+  const s = sessions.find((x) => (x.sessionId ?? x.id) === '24cb974b-077a-4ab3-bdf4-622ee8278cca');
+  assert.ok(s, `fixture session listed: ${JSON.stringify(sessions).slice(0, 400)}`);
+  await runCommand('ochat: Refresh History');
+  const group = page.locator('.monaco-list-row', { hasText: 'claude terminal sessions' }).first();
+  await group.waitFor({ timeout: 30000 });
+  await group.click();
+  const title = s.title || s.summary || s.firstPrompt || s.sessionId;
+  await page.locator('.monaco-list-row', { hasText: title.slice(0, 30) }).first().waitFor({ timeout: 30000 });
+  await page.screenshot({ path: join(artifacts, 'e2e-terminal-session.png') });
 });
