@@ -79,6 +79,8 @@ interface MessageView {
   content: BlockRenderer;
 }
 const views = new Map<string, MessageView>();
+/** The open state the renderer last gave each activity summary. */
+const expectedOpen = new Map<string, boolean>();
 
 function renderAll(): void {
   transcript.textContent = '';
@@ -108,7 +110,10 @@ function renderMessage(m: Message, deadline = Infinity): void {
   if (!v) {
     const head = h('div', { class: 'msg-head' });
     const activity = h('details', { class: 'activity hidden' });
-    activity.addEventListener('toggle', () => save({ collapsed: { ...saved.collapsed, [m.id]: !activity.open } }));
+    activity.addEventListener('toggle', () => {
+      // Only a user's toggle is remembered, not the renderer's own open/close.
+      if (activity.open !== expectedOpen.get(m.id)) save({ collapsed: { ...saved.collapsed, [m.id]: !activity.open } });
+    });
     const contentEl = h('div', { class: 'content' });
     const el = h('div', { class: 'msg assistant', 'data-id': m.id }, head, activity, contentEl);
     transcript.appendChild(el);
@@ -148,6 +153,9 @@ function renderActivity(m: Message, v: MessageView): void {
   if (!segs.length) return;
   v.activity.classList.remove('hidden');
   const wasOpen = v.activity.open;
+  // Keep the tools and files the user expanded open across the rebuild.
+  const openInside = new Set<string>();
+  v.activity.querySelectorAll('details[open]').forEach((d) => openInside.add((d as HTMLElement).dataset.tool ?? (d as HTMLElement).dataset.path ?? ''));
   v.activity.textContent = '';
   const sum = summarize(m);
   const bits: Array<Node | string> = [];
@@ -165,8 +173,14 @@ function renderActivity(m: Message, v: MessageView): void {
   if (sum.files) {
     v.activity.appendChild(h('div', { class: 'actions' }, h('button', { onclick: () => post({ type: 'reviewTurn', messageId: m.id }) }, icon('diff'), ' Review all changes')));
   }
+  v.activity.querySelectorAll('details').forEach((d) => {
+    const key = (d as HTMLElement).dataset.tool ?? (d as HTMLElement).dataset.path ?? '';
+    if (key && openInside.has(key)) (d as HTMLDetailsElement).open = true;
+  });
   const collapsed = saved.collapsed?.[m.id];
-  v.activity.open = collapsed === undefined ? wasOpen || m.status === 'streaming' : !collapsed;
+  const open = collapsed === undefined ? wasOpen || m.status === 'streaming' : !collapsed;
+  expectedOpen.set(m.id, open);
+  v.activity.open = open;
 }
 
 const toolIcons: Record<string, string> = { pending: 'circle-large-outline', running: 'loading', completed: 'pass', error: 'error' };

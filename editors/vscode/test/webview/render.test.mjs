@@ -61,6 +61,12 @@ test('renders a conversation: activity summary, markdown, highlighting, sanitisi
   assert.deepEqual((await posted(page)).at(-1), { type: 'respondPermission', permissionId: 'P1', optionId: 'allow' });
   await host(page, { type: 'permissionResolved', params: { permissionId: 'P1', conversationId: 'C1', optionId: 'allow', outcome: 'selected' } });
   await page.waitForSelector('.permission', { state: 'detached' });
+  // a tool the user expanded stays expanded while the turn streams on
+  const a2 = page.locator('.msg[data-id="A2"]');
+  await a2.locator('.tool[data-tool="w1"] > summary').click();
+  await host(page, { type: 'event', params: { conversationId: 'C1', turnId: 'A2', messageId: 'A2', agent: 'claude', event: { type: 'activity.upsert', seq: 1, segment: { type: 'tool', id: 'w1', status: 'running' } } } });
+  await page.waitForSelector('.msg[data-id="A2"] .tool-running');
+  assert.equal(await a2.locator('.tool[data-tool="w1"]').evaluate((d) => d.open), true);
   // open diff posts to the host
   await a1.locator('.filechange .fc-actions button[title="Open diff"]').click();
   assert.deepEqual((await posted(page)).at(-1), { type: 'openDiff', path: '/repo/parser.go', messageId: 'A1' });
