@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // runFakeAgent plays a misbehaving ACP agent on stdio, speaking raw JSON-RPC
@@ -27,7 +29,13 @@ import (
 //	               then chunk "ok"
 //	STRAY          responses to requests never sent (ids 424242 and
 //	               "never-sent", one result and one error), then chunk "ok"
+//	FLOODGATE <n> <k> <file>
+//	               n chunks "<i> " as fast as possible, pausing after the
+//	               first k until <file> exists
 //	anything else  chunk "echo"
+//
+// A prompt for a session it never created is answered with ACP's
+// "Resource not found" error (-32002), as real agents do.
 //
 // It returns the exit status.
 func runFakeAgent(mode string, in io.Reader, out, stderr io.Writer) int {
@@ -49,6 +57,7 @@ func runFakeAgent(mode string, in io.Reader, out, stderr io.Writer) int {
 		}})
 	}
 	sessions := 0
+	known := map[string]bool{}
 	for {
 		line, err := br.ReadBytes('\n')
 		if err != nil {
@@ -77,7 +86,9 @@ func runFakeAgent(mode string, in io.Reader, out, stderr io.Writer) int {
 			if mode == "new-hang" || (mode == "new-hang-once" && sessions == 1) {
 				continue
 			}
-			reply(m.ID, map[string]any{"sessionId": "fake-" + strconv.Itoa(sessions)})
+			sid := "fake-" + strconv.Itoa(sessions)
+			known[sid] = true
+			reply(m.ID, map[string]any{"sessionId": sid})
 		case "session/prompt":
 			var p struct {
 				SessionID string `json:"sessionId"`
@@ -91,6 +102,10 @@ func runFakeAgent(mode string, in io.Reader, out, stderr io.Writer) int {
 				if b.Text != "" {
 					text = b.Text
 				}
+			}
+			if !known[p.SessionID] {
+				send(map[string]any{"jsonrpc": "2.0", "id": m.ID, "error": map[string]any{"code": -32002, "message": "Resource not found: session " + strconv.Quote(p.SessionID)}})
+				continue
 			}
 			f := strings.Fields(text)
 			word := ""
@@ -111,6 +126,23 @@ func runFakeAgent(mode string, in io.Reader, out, stderr io.Writer) int {
 					`,"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"` + big + `"}}}}` + "\n")
 				bw.Flush()
 				chunk(p.SessionID, "b")
+			case "FLOODGATE":
+				if len(f) < 4 {
+					break
+				}
+				n, _ := strconv.Atoi(f[1])
+				k, _ := strconv.Atoi(f[2])
+				for i := 0; i < n; i++ {
+					if i == k {
+						for {
+							if _, err := os.Stat(f[3]); err == nil {
+								break
+							}
+							time.Sleep(5 * time.Millisecond)
+						}
+					}
+					chunk(p.SessionID, strconv.Itoa(i)+" ")
+				}
 			case "UNKNOWN":
 				chunk("no-such-session", "MUST NOT APPEAR")
 				chunk(p.SessionID, "ok")

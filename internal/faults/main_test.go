@@ -249,6 +249,11 @@ func (w *world) start() *daemonProc {
 	}
 	go func() { cmd.Wait(); close(d.done) }()
 	t.Cleanup(func() {
+		if t.Failed() && d.alive() && os.Getenv("OCHAT_FAULTS_DUMP") == "1" {
+			d.cmd.Process.Signal(syscall.SIGQUIT) // goroutine dump into the log
+			<-d.done
+			t.Logf("daemon goroutines:\n%s", d.logs.tail(60000))
+		}
 		d.stop()
 		if t.Failed() {
 			t.Logf("daemon %d log (tail):\n%s", cmd.Process.Pid, d.logs.tail(4000))
@@ -467,4 +472,112 @@ func getMessage(t testing.TB, c *daemon.Client, convID, msgID string) transcript
 	}
 	t.Fatalf("message %s not in conversation %s (%d messages)", msgID, convID, len(got.Messages))
 	return transcript.Message{}
+}
+
+// follower is a client's view of one turn that survives falling behind: on
+// ochat/resync it subscribes again and continues from the snapshot, as an
+// editor must. Events are applied strictly in seq order.
+type follower struct {
+	c       *daemon.Client
+	conv    string
+	turn    string
+	m       transcript.Message
+	last    int64 // seq of the last applied event
+	done    bool
+	final   transcript.Event // terminal event, if seen live
+	resyncs int
+	events  int // live events applied
+}
+
+// newFollower follows a turn this client is already subscribed to from its
+// first event (the sender of ochat/chat/send is).
+func newFollower(c *daemon.Client, conv, turn string) *follower {
+	return &follower{c: c, conv: conv, turn: turn, m: transcript.Message{ID: turn, Role: transcript.RoleAssistant}}
+}
+
+// subscribe (re)subscribes and takes the snapshot.
+func (f *follower) subscribe(ctx context.Context) error {
+	var sub daemon.SubscribeResult
+	if err := f.c.Call(ctx, daemon.MethodSubscribe, daemon.ConversationParams{ConversationID: f.conv}, &sub); err != nil {
+		return fmt.Errorf("subscribe: %w", err)
+	}
+	f.snapshot(sub)
+	return nil
+}
+
+func (f *follower) snapshot(sub daemon.SubscribeResult) {
+	var stored *transcript.Message
+	for i := range sub.Messages {
+		if sub.Messages[i].ID == f.turn {
+			stored = &sub.Messages[i]
+		}
+	}
+	if r := sub.Running; r != nil && r.TurnID == f.turn {
+		if r.Truncated {
+			f.m = *r.Message
+		} else {
+			f.m = transcript.Message{ID: f.turn, Role: transcript.RoleAssistant}
+			if stored != nil {
+				f.m = *stored
+				f.m.Segments = nil
+			}
+			for _, ev := range r.Events {
+				transcript.Apply(&f.m, ev)
+			}
+		}
+		f.last = r.LastSeq
+		return
+	}
+	if stored != nil && stored.Status != transcript.StatusStreaming {
+		f.m = *stored
+		f.done = true
+	}
+}
+
+// run reads notifications until the turn ends, ctx ends, or stop (if not
+// nil) returns true after an event.
+func (f *follower) run(ctx context.Context, stop func(*follower) bool) error {
+	for !f.done {
+		n, err := f.c.Next(ctx)
+		if err != nil {
+			return fmt.Errorf("turn %s at seq %d: %w", f.turn, f.last, err)
+		}
+		switch n.Method {
+		case daemon.NotifyResync:
+			var p daemon.ResyncParams
+			json.Unmarshal(n.Params, &p)
+			if p.ConversationID != f.conv {
+				continue
+			}
+			f.resyncs++
+			if err := f.subscribe(ctx); err != nil {
+				return err
+			}
+			if stop != nil && stop(f) {
+				return nil
+			}
+		case daemon.NotifyEvent:
+			var p daemon.EventParams
+			if err := json.Unmarshal(n.Params, &p); err != nil {
+				return err
+			}
+			if p.TurnID != f.turn || p.Event.Seq <= f.last {
+				continue
+			}
+			if p.Event.Seq != f.last+1 {
+				return fmt.Errorf("turn %s: event seq %d after %d (gap)", f.turn, p.Event.Seq, f.last)
+			}
+			transcript.Apply(&f.m, p.Event)
+			f.last = p.Event.Seq
+			f.events++
+			if p.Event.Terminal() {
+				f.final = p.Event
+				f.done = true
+			}
+			if stop != nil && stop(f) {
+				return nil
+			}
+		}
+	}
+	return nil
 }
