@@ -306,7 +306,7 @@ func (s *Server) ensureSession(ctx context.Context, r *run, spec agents.Spec) (c
 				s.dropSlot(r.convID, r.agent, sl.conn)
 			default:
 			}
-			return nil, "", false, "", fmt.Errorf("agent %s: session/new: %w", r.agent, err)
+			return nil, "", false, "", err // agents names the agent and the call
 		}
 		stored.Cursor = ""
 	}
