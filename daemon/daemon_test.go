@@ -203,7 +203,7 @@ func TestConversationMethods(t *testing.T) {
 		t.Fatalf("agent %q, want other", got.Messages[3].Agent)
 	}
 	agentsList := call[AgentsListResult](t, c, MethodAgentsList, nil)
-	if len(agentsList.Agents) != 2 || !agentsList.Agents[0].Available {
+	if len(agentsList.Agents) != 3 || !agentsList.Agents[0].Available {
 		t.Fatalf("agents %+v", agentsList)
 	}
 	call[struct{}](t, c, MethodConversationsDelete, ConversationParams{ConversationID: id})
@@ -601,5 +601,41 @@ func TestResolveWorkspace(t *testing.T) {
 		if got, err := ResolveWorkspace(tc.dir); err != nil || got != tc.want {
 			t.Errorf("ResolveWorkspace(%s) = %s, %v; want %s", tc.dir, got, err, tc.want)
 		}
+	}
+}
+
+// TestSessionHang: session/new that never answers ends the turn (cancel, or
+// SessionTimeout which also stops the process); the agent's next turn works.
+func TestSessionHang(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		timeout time.Duration
+		cancel  bool
+		want    transcript.EventType
+		starts  int
+	}{
+		{"cancel", time.Hour, true, transcript.EvTurnCompleted, 1},
+		{"timeout", 100 * time.Millisecond, false, transcript.EvTurnFailed, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, func(o *Options) { o.SessionTimeout = tc.timeout })
+			c := e.dial("a")
+			res := call[SendResult](t, c, MethodChatSend, SendParams{Agent: "hang", Text: "PLAIN"})
+			if tc.cancel {
+				time.Sleep(50 * time.Millisecond)
+				call[CancelResult](t, c, MethodChatCancel, ConversationParams{ConversationID: res.ConversationID})
+			}
+			log := collect(t, c, res.TurnID, nil)
+			if term := log.terminal(); term.Type != tc.want || (tc.cancel && term.StopReason != "cancelled") || (!tc.cancel && !strings.Contains(term.Message, "did not answer session/new")) {
+				t.Fatalf("terminal %+v", term)
+			}
+			res = call[SendResult](t, c, MethodChatSend, SendParams{ConversationID: res.ConversationID, Text: "PLAIN"})
+			if log := collect(t, c, res.TurnID, nil); log.terminal().Type != transcript.EvTurnCompleted {
+				t.Fatalf("next turn %+v", log.terminal())
+			}
+			if n := e.fake.startCount(); n != tc.starts {
+				t.Fatalf("%d agent starts, want %d", n, tc.starts)
+			}
+		})
 	}
 }

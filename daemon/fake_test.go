@@ -48,6 +48,7 @@ func (r fakeRegistry) Default() string {
 // fakeFactory starts fakeAgents and remembers them.
 type fakeFactory struct {
 	mu     sync.Mutex
+	hung   bool
 	starts int
 	agents []*fakeAgent
 }
@@ -56,7 +57,10 @@ func (f *fakeFactory) start(ctx context.Context, spec agents.Spec, o agents.Opti
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.starts++
-	a := &fakeAgent{h: o.Handler, ws: o.Workspace, done: make(chan struct{}), cancels: map[string]chan struct{}{}}
+	a := &fakeAgent{name: spec.Name, h: o.Handler, ws: o.Workspace, done: make(chan struct{}), cancels: map[string]chan struct{}{}}
+	if spec.Name == "hang" && !f.hung {
+		f.hung, a.hang = true, true
+	}
 	f.agents = append(f.agents, a)
 	return a, nil
 }
@@ -78,7 +82,12 @@ func (f *fakeFactory) startCount() int {
 //	STREAM n [us]    n content deltas "x", us microseconds apart; end_turn
 //	TIMED n rate     n deltas holding their send time in ns, rate per second
 //	HOLD n           n deltas, then wait for a cancel
+//
+// The first agent named "hang" a factory starts never answers its first
+// session/new (until ctx ends).
 type fakeAgent struct {
+	name string
+	hang bool
 	h    agents.Handler
 	ws   string
 	done chan struct{}
@@ -97,6 +106,12 @@ func (a *fakeAgent) NewSession(ctx context.Context) (agents.SessionInfo, error) 
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.sessions++
+	if a.hang && a.sessions == 1 {
+		a.mu.Unlock()
+		<-ctx.Done()
+		a.mu.Lock()
+		return agents.SessionInfo{}, fmt.Errorf("session/new: %w", ctx.Err())
+	}
 	return agents.SessionInfo{ID: fmt.Sprintf("sess-%p-%d", a, a.sessions)}, nil
 }
 

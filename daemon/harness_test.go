@@ -64,7 +64,7 @@ func (e *testEnv) start(tweak func(*Options)) {
 		Workspace:    e.ws,
 		Store:        st,
 		StartAgent:   e.fake.start,
-		LoadRegistry: func() (AgentRegistry, error) { return fakeRegistry{names: []string{"fake", "other"}}, nil },
+		LoadRegistry: func() (AgentRegistry, error) { return fakeRegistry{names: []string{"fake", "other", "hang"}}, nil },
 		CancelGrace:  2 * time.Second,
 	}
 	if tweak != nil {

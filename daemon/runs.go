@@ -271,14 +271,15 @@ func (s *Server) ensureSession(ctx context.Context, r *run, spec agents.Spec) (c
 		default:
 		}
 	}
-	if sl != nil && sl.sessionID == stored.SessionID {
+	if sl != nil && sl.sessionID != "" && sl.sessionID == stored.SessionID {
 		return sl.conn, sl.sessionID, false, stored.Cursor, nil
 	}
 	if sl == nil {
 		c, err := s.opts.StartAgent(s.baseCtx, spec, agents.Options{
-			Workspace: s.opts.Workspace,
-			Handler:   &agentHandler{s: s, conv: r.convID, agent: r.agent},
-			Logger:    s.log.With("agent", r.agent, "conversation", r.convID),
+			Workspace:   s.opts.Workspace,
+			Handler:     &agentHandler{s: s, conv: r.convID, agent: r.agent},
+			Logger:      s.log.With("agent", r.agent, "conversation", r.convID),
+			InitTimeout: s.opts.AgentInitTimeout,
 		})
 		if err != nil {
 			return nil, "", false, "", fmt.Errorf("start agent %s: %w", r.agent, err)
@@ -290,16 +291,35 @@ func (s *Server) ensureSession(ctx context.Context, r *run, spec agents.Spec) (c
 	}
 	var info agents.SessionInfo
 	loaded := false
+	// timed runs one session call with SessionTimeout; an agent that does not
+	// answer in time is stopped (its process may be wedged).
+	timed := func(call string, f func(context.Context) (agents.SessionInfo, error)) (agents.SessionInfo, error) {
+		cctx, cancel := context.WithTimeout(ctx, s.opts.SessionTimeout)
+		defer cancel()
+		info, err := f(cctx)
+		if err != nil && errors.Is(cctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+			s.dropSlot(r.convID, r.agent, sl.conn)
+			return info, fmt.Errorf("agent %s did not answer %s within %v; its process was stopped", r.agent, call, s.opts.SessionTimeout)
+		}
+		return info, err
+	}
 	if stored.SessionID != "" && sl.conn.Capabilities().LoadSession {
-		info, err = sl.conn.LoadSession(ctx, stored.SessionID)
+		info, err = timed("session/load", func(c context.Context) (agents.SessionInfo, error) { return sl.conn.LoadSession(c, stored.SessionID) })
 		if err == nil {
 			loaded = true
+		} else if ctx.Err() != nil {
+			return nil, "", false, "", err
 		} else {
 			s.log.Info("session/load failed; starting a new session", "agent", r.agent, "session", stored.SessionID, "err", err)
+			select {
+			case <-sl.conn.Done():
+				return nil, "", false, "", err
+			default:
+			}
 		}
 	}
 	if !loaded {
-		info, err = sl.conn.NewSession(ctx)
+		info, err = timed("session/new", sl.conn.NewSession)
 		if err != nil {
 			select {
 			case <-sl.conn.Done():
@@ -580,8 +600,9 @@ func (r *run) requestCancel() {
 		}
 		<-ctx.Done()
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			s.log.Warn("agent did not end a cancelled turn in time; abandoning the prompt", "conversation", r.convID, "grace", s.opts.CancelGrace)
+			s.log.Warn("agent did not end a cancelled turn in time; abandoning the prompt and stopping the agent", "conversation", r.convID, "agent", r.agent, "grace", s.opts.CancelGrace)
 			r.cancel()
+			s.dropSlot(r.convID, r.agent, conn)
 		}
 	}()
 }

@@ -25,6 +25,7 @@ const (
 	DefaultClientQueue        = 16_384
 	DefaultCheckpointInterval = 250 * time.Millisecond
 	DefaultCancelGrace        = 10 * time.Second
+	DefaultSessionTimeout     = 60 * time.Second
 )
 
 // AgentConn is what the daemon needs of one running agent process;
@@ -73,6 +74,13 @@ type Options struct {
 	// CancelGrace is how long a cancelled turn may take to answer before its
 	// prompt is abandoned (default DefaultCancelGrace).
 	CancelGrace time.Duration
+	// SessionTimeout bounds session/new and session/load (default
+	// DefaultSessionTimeout); an agent that does not answer in time fails the
+	// turn and its process is stopped.
+	SessionTimeout time.Duration
+	// AgentInitTimeout is agents.Options.InitTimeout (spawn + initialize);
+	// 0 means the agents default (60 s).
+	AgentInitTimeout time.Duration
 	// StartAgent starts agents; nil means agents.Start.
 	StartAgent StartAgentFunc
 	// LoadRegistry returns the agent registry, called on every send and
@@ -130,6 +138,9 @@ func New(opts Options) *Server {
 	}
 	if opts.CancelGrace <= 0 {
 		opts.CancelGrace = DefaultCancelGrace
+	}
+	if opts.SessionTimeout <= 0 {
+		opts.SessionTimeout = DefaultSessionTimeout
 	}
 	if opts.StartAgent == nil {
 		opts.StartAgent = func(ctx context.Context, spec agents.Spec, o agents.Options) (AgentConn, error) {

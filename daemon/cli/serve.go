@@ -21,6 +21,10 @@ func runServe(ctx context.Context, env *Env, args []string) int {
 	fs := newFlags(env, "serve", &c, false)
 	idle := fs.Duration("idle", 10*time.Minute, "exit after this long with no client and no running turn (0: never)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
+	var to daemon.Options
+	fs.DurationVar(&to.AgentInitTimeout, "agent-init-timeout", 60*time.Second, "how long an agent may take to start and answer initialize")
+	fs.DurationVar(&to.SessionTimeout, "session-timeout", daemon.DefaultSessionTimeout, "how long an agent may take to answer session/new or session/load")
+	fs.DurationVar(&to.CancelGrace, "cancel-grace", daemon.DefaultCancelGrace, "how long a cancelled turn may take to end before the agent is stopped")
 	if _, err := parse(fs, args); err != nil {
 		return exitFlag(err)
 	}
@@ -32,14 +36,17 @@ func runServe(ctx context.Context, env *Env, args []string) int {
 	if err != nil {
 		return fail(env, "%v", err)
 	}
-	if err := serve(ctx, env, ws, *idle, log); err != nil {
+	to.IdleTimeout = *idle
+	if err := serve(ctx, env, ws, to, log); err != nil {
 		log.Error("serve", "workspace", ws, "err", err)
 		return fail(env, "%v", err)
 	}
 	return 0
 }
 
-func serve(ctx context.Context, env *Env, ws string, idle time.Duration, log *slog.Logger) error {
+// serve runs the daemon for ws with the timeouts of o until ctx ends, a
+// signal arrives or it is idle.
+func serve(ctx context.Context, env *Env, ws string, o daemon.Options, log *slog.Logger) error {
 	dbPath, err := history.DefaultPath(ws)
 	if err != nil {
 		return err
@@ -65,10 +72,11 @@ func serve(ctx context.Context, env *Env, ws string, idle time.Duration, log *sl
 	if err != nil {
 		return err
 	}
-	srv := daemon.New(daemon.Options{Workspace: ws, Store: st, Logger: log, Version: env.Version, IdleTimeout: idle})
+	o.Workspace, o.Store, o.Logger, o.Version = ws, st, log, env.Version
+	srv := daemon.New(o)
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	log.Info("serving", "workspace", ws, "socket", sock, "store", dbPath, "pid", os.Getpid(), "idle", idle)
+	log.Info("serving", "workspace", ws, "socket", sock, "store", dbPath, "pid", os.Getpid(), "idle", o.IdleTimeout)
 	serr := srv.Serve(ctx, ln)
 	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
