@@ -229,7 +229,7 @@ function renderFileChange(s: Segment, ref: { messageId?: string; permissionId?: 
   const path = s.path ?? '';
   const actions = h('span', { class: 'fc-actions' },
     h('button', { class: 'icon-btn', title: 'Open diff', onclick: (e: Event) => { e.preventDefault(); post({ type: 'openDiff', path, ...ref }); } }, icon('diff')));
-  if (ref.messageId && s.oldText !== undefined) actions.appendChild(h('button', { class: 'icon-btn', title: 'Revert this file', onclick: (e: Event) => { e.preventDefault(); post({ type: 'applyChange', messageId: ref.messageId!, path, action: 'revert' }); } }, icon('discard')));
+  if (ref.messageId && (s.oldText !== undefined || s.newText != null)) actions.appendChild(h('button', { class: 'icon-btn', title: 'Revert this file', onclick: (e: Event) => { e.preventDefault(); post({ type: 'applyChange', messageId: ref.messageId!, path, action: 'revert' }); } }, icon('discard')));
   if (ref.messageId && s.newText !== undefined && s.status === 'reverted') actions.appendChild(h('button', { class: 'icon-btn', title: 'Apply again', onclick: (e: Event) => { e.preventDefault(); post({ type: 'applyChange', messageId: ref.messageId!, path, action: 'apply' }); } }, icon('check')));
   const d = h('details', { class: 'filechange', 'data-path': path },
     h('summary', {}, icon('file-code'), ' ', h('span', { class: 'path', text: path }), ' ',

@@ -62,22 +62,32 @@ export async function openDiff(docs: DiffDocuments, seg: Segment, label?: string
 }
 
 /**
+ * createdByChange reports whether a fileChange created its file: the old text
+ * is null, or absent (the wire omits a nil oldText) with a known new text and
+ * no deleted line.
+ */
+export function createdByChange(seg: Segment): boolean {
+  if (seg.oldText === null) return true;
+  return seg.oldText === undefined && seg.newText != null && (seg.deletions ?? 0) === 0 && !seg.diff?.includes('\n-');
+}
+
+/**
  * applyChange writes the change's new text ('apply') or its old text
- * ('revert'; a file that did not exist is deleted) through a WorkspaceEdit,
- * then saves the document if it was saved before. Returns false when the edit
- * was refused or the texts are unknown.
+ * ('revert'; reverting a change that created the file deletes it) through a
+ * WorkspaceEdit, so open editors update and undo works, then saves the
+ * document if it was saved before. When the file no longer holds the text
+ * the change left (reverting) or started from (applying), it asks first.
+ * Returns false when the edit was refused, declined or the texts are unknown.
  */
 export async function applyChange(seg: Segment, action: 'apply' | 'revert'): Promise<boolean> {
   const uri = fileUri(seg.path ?? '');
-  const text = action === 'apply' ? seg.newText : seg.oldText;
-  const edit = new vscode.WorkspaceEdit();
-  if (text === undefined) {
-    void vscode.window.showWarningMessage(`ochat: the ${action === 'apply' ? 'new' : 'old'} text of ${seg.path} is unknown; cannot ${action}.`);
+  const rel = vscode.workspace.asRelativePath(seg.path ?? '', false);
+  const created = createdByChange(seg);
+  const target = action === 'apply' ? seg.newText : created ? null : seg.oldText;
+  const expected = action === 'apply' ? (created ? null : seg.oldText) : seg.newText;
+  if (target === undefined) {
+    void vscode.window.showWarningMessage(`ochat: the ${action === 'apply' ? 'new' : 'old'} text of ${rel} is unknown; cannot ${action}.`);
     return false;
-  }
-  if (text === null) {
-    edit.deleteFile(uri, { ignoreIfNotExists: true });
-    return vscode.workspace.applyEdit(edit);
   }
   let doc: vscode.TextDocument | undefined;
   try {
@@ -85,13 +95,24 @@ export async function applyChange(seg: Segment, action: 'apply' | 'revert'): Pro
   } catch {
     doc = undefined;
   }
+  const current = doc ? doc.getText() : null;
+  if (expected !== undefined && current !== expected) {
+    const go = await vscode.window.showWarningMessage(
+      `ochat: ${rel} has changed since this turn. ${action === 'revert' ? 'Revert' : 'Apply'} anyway and lose those changes?`, { modal: true }, 'Overwrite');
+    if (go !== 'Overwrite') return false;
+  }
+  const edit = new vscode.WorkspaceEdit();
+  if (target === null) {
+    edit.deleteFile(uri, { ignoreIfNotExists: true });
+    return vscode.workspace.applyEdit(edit);
+  }
   if (!doc) {
-    edit.createFile(uri, { overwrite: true, contents: new TextEncoder().encode(text) });
+    edit.createFile(uri, { overwrite: true, contents: new TextEncoder().encode(target) });
     return vscode.workspace.applyEdit(edit);
   }
   const wasDirty = doc.isDirty;
   const full = new vscode.Range(doc.positionAt(0), doc.positionAt(doc.getText().length));
-  edit.replace(uri, full, text);
+  edit.replace(uri, full, target);
   const ok = await vscode.workspace.applyEdit(edit);
   if (ok && !wasDirty) await doc.save();
   return ok;

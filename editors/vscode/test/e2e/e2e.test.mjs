@@ -253,6 +253,18 @@ e2e('a permission of a turn started by another client reaches a hidden panel as 
   }
 });
 
+e2e('review this turn: the diff opens, Revert This File undoes the change through a WorkspaceEdit', async () => {
+  await runCommand('ochat: Review Changes of This Turn');
+  const toast = page.locator('.notifications-toasts .notification-toast', { hasText: 'Review 1/1' }).first();
+  await toast.waitFor({ timeout: 30000 });
+  assert.match(await toast.innerText(), /Review 1\/1: other\.txt \(\+1 −0\)/);
+  await page.waitForSelector('.monaco-diff-editor', { timeout: 30000 });
+  assert.match(await page.locator('.tabs-container .tab.active').innerText(), /other\.txt \(1\/1/);
+  await page.screenshot({ path: join(artifacts, 'e2e-review.png') });
+  await toast.locator('.monaco-button', { hasText: 'Revert This File' }).click();
+  await waitFor(() => !existsSync(join(ws, 'other.txt')), 'other.txt removed by the revert');
+});
+
 e2e('a terminal-started session appears in the history view', async (t) => {
   const { c, close } = await secondClient();
   let sessions;

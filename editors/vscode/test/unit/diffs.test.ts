@@ -41,16 +41,35 @@ test('openDiff opens vscode.diff on two virtual documents', async () => {
   assert.equal(title, 'a.ts (ochat +1 −1)');
 });
 
-test('applyChange: revert of a created file deletes it; revert of unknown text refuses', async () => {
+test('applyChange: revert of a created file deletes it (oldText null or omitted)', async () => {
   reset();
+  recorded.docs.set('file:///ws/new.txt', 'x');
   assert.equal(await applyChange({ type: 'fileChange', path: '/ws/new.txt', oldText: null, newText: 'x' }, 'revert'), true);
-  assert.deepEqual((recorded.edits[0] as WorkspaceEdit).ops.map((o) => o.op), ['delete']);
+  assert.equal(await applyChange({ type: 'fileChange', path: '/ws/new.txt', newText: 'x', additions: 1, deletions: 0 }, 'revert'), true);
+  assert.deepEqual(recorded.edits.map((e) => (e as WorkspaceEdit).ops.map((o) => o.op).join()), ['delete', 'delete']);
+  assert.equal(recorded.messages.length, 0, 'no question: the file still holds what the change wrote');
+});
+
+test('applyChange: revert restores the old text over the whole document and saves it', async () => {
+  reset();
+  recorded.docs.set('file:///ws/a.txt', 'new\ntext');
+  assert.equal(await applyChange({ type: 'fileChange', path: 'a.txt', oldText: 'old', newText: 'new\ntext', additions: 2, deletions: 1 }, 'revert'), true);
+  const op = (recorded.edits[0] as WorkspaceEdit).ops[0] as { op: string; text: string; range: { end: { line: number; character: number } } };
+  assert.deepEqual([op.op, op.text, op.range.end.line, op.range.end.character], ['replace', 'old', 1, 4]);
+  assert.deepEqual(recorded.saved, ['file:///ws/a.txt']);
+});
+
+test('applyChange: a file changed since the turn asks before overwriting; unknown texts refuse', async () => {
+  reset();
+  recorded.docs.set('file:///ws/a.txt', 'edited by the user');
+  recorded.answers.push(undefined);
+  assert.equal(await applyChange({ type: 'fileChange', path: 'a.txt', oldText: 'old', newText: 'new' }, 'revert'), false);
+  assert.match(recorded.messages[0].text, /a\.txt has changed since this turn/);
+  assert.equal(recorded.edits.length, 0);
+  recorded.answers.push('Overwrite');
+  assert.equal(await applyChange({ type: 'fileChange', path: 'a.txt', oldText: 'old', newText: 'new' }, 'revert'), true);
   assert.equal(await applyChange({ type: 'fileChange', path: 'rel.txt', diff }, 'revert'), false);
-  assert.equal(recorded.messages.at(-1)?.level, 'warning');
-  assert.equal(await applyChange({ type: 'fileChange', path: 'rel.txt', oldText: 'x', newText: 'old' }, 'apply'), true);
-  const op = (recorded.edits[1] as WorkspaceEdit).ops[0];
-  assert.equal(op.op, 'create');
-  assert.equal((op as { uri: string }).uri, 'file:///ws/rel.txt');
+  assert.match(recorded.messages.at(-1)!.text, /unknown; cannot revert/);
 });
 
 test('reviewTurn walks every file of the turn until Stop', async () => {

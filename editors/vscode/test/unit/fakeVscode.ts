@@ -102,6 +102,9 @@ export const recorded = {
   /** when true, messages wait for resolve() instead of taking answers. */
   manual: false,
   files: [] as string[],
+  /** documents that exist, by URI string → text */
+  docs: new Map<string, string>(),
+  saved: [] as string[],
 };
 
 export function reset(): void {
@@ -111,6 +114,8 @@ export function reset(): void {
   recorded.opened.length = 0;
   recorded.answers.length = 0;
   recorded.manual = false;
+  recorded.docs.clear();
+  recorded.saved.length = 0;
 }
 
 function message(level: string) {
@@ -166,7 +171,13 @@ export const workspace = {
     return true;
   },
   async openTextDocument(u: Uri) {
-    throw new Error(`no document ${u.toString()}`);
+    const text = recorded.docs.get(u.toString());
+    if (text === undefined) throw new Error(`no document ${u.toString()}`);
+    return {
+      uri: u, isDirty: false, getText: () => text,
+      positionAt: (off: number) => { const before = text.slice(0, off).split('\n'); return new Position(before.length - 1, before[before.length - 1].length); },
+      save: async () => { recorded.saved.push(u.toString()); return true; },
+    };
   },
   getConfiguration: () => ({ get: () => undefined }),
   registerTextDocumentContentProvider: () => ({ dispose: () => undefined }),
