@@ -639,3 +639,28 @@ func TestSessionHang(t *testing.T) {
 		})
 	}
 }
+
+// TestTurnIdleTimeout: an agent silent for TurnIdleTimeout is cancelled; one
+// that ignores the cancel too is stopped after CancelGrace and respawned on
+// the next send.
+func TestTurnIdleTimeout(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.TurnIdleTimeout = 100 * time.Millisecond; o.CancelGrace = 100 * time.Millisecond })
+	c := e.dial("a")
+	res := call[SendResult](t, c, MethodChatSend, SendParams{Text: "HOLD 3"})
+	log := collect(t, c, res.TurnID, nil)
+	if term := log.terminal(); term.StopReason != "cancelled" || term.Seq != 4 {
+		t.Fatalf("terminal %+v", term)
+	}
+	res = call[SendResult](t, c, MethodChatSend, SendParams{ConversationID: res.ConversationID, Text: "IGNORE"})
+	log = collect(t, c, res.TurnID, nil)
+	if term := log.terminal(); term.StopReason != "cancelled" {
+		t.Fatalf("terminal %+v", term)
+	}
+	res = call[SendResult](t, c, MethodChatSend, SendParams{ConversationID: res.ConversationID, Text: "PLAIN"})
+	if log := collect(t, c, res.TurnID, nil); log.terminal().Type != transcript.EvTurnCompleted {
+		t.Fatalf("next %+v", log.terminal())
+	}
+	if n := e.fake.startCount(); n != 2 {
+		t.Fatalf("%d starts, want 2 (the agent that ignored the cancel is replaced)", n)
+	}
+}

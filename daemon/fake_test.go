@@ -82,6 +82,7 @@ func (f *fakeFactory) startCount() int {
 //	STREAM n [us]    n content deltas "x", us microseconds apart; end_turn
 //	TIMED n rate     n deltas holding their send time in ns, rate per second
 //	HOLD n           n deltas, then wait for a cancel
+//	IGNORE           wait, ignoring session/cancel, until the prompt is abandoned
 //
 // The first agent named "hang" a factory starts never answers its first
 // session/new (until ctx ends).
@@ -246,6 +247,9 @@ func (a *fakeAgent) Prompt(ctx context.Context, sid string, prompt []acp.Content
 		case <-ctx.Done():
 			return "", ctx.Err()
 		}
+	case "IGNORE": // ignores session/cancel; ends only with ctx
+		<-ctx.Done()
+		return "", ctx.Err()
 	case "STREAM":
 		n, us := 100, 0
 		if len(f) > 1 {

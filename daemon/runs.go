@@ -41,6 +41,7 @@ type run struct {
 	conn       AgentConn
 	permOrder  []string
 	lastCkpt   int64 // seq of the last checkpoint
+	lastEvent  time.Time
 	cancelSent bool
 
 	kick     chan struct{} // checkpoint wanted
@@ -191,6 +192,9 @@ func (s *Server) runTurn(r *run, spec agents.Spec) {
 	defer s.turns.Done()
 	defer r.cancel()
 	go s.checkpointLoop(r)
+	if s.opts.TurnIdleTimeout > 0 {
+		go s.watchIdle(r)
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			s.log.Error("panic in turn", "conversation", r.convID, "turn", r.turnID, "panic", p)
@@ -247,6 +251,38 @@ func (s *Server) runTurn(r *run, spec agents.Spec) {
 		return
 	}
 	s.finish(r, stop, "")
+}
+
+// watchIdle cancels r when its agent has been silent for TurnIdleTimeout
+// while no permission question was pending.
+func (s *Server) watchIdle(r *run) {
+	tick := time.NewTicker(min(s.opts.TurnIdleTimeout/4, time.Second))
+	defer tick.Stop()
+	s.mu.Lock()
+	r.lastEvent = time.Now()
+	s.mu.Unlock()
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		s.mu.Lock()
+		if len(r.permOrder) > 0 {
+			r.lastEvent = time.Now() // waiting for the user, not the agent
+		}
+		silent := time.Since(r.lastEvent)
+		done := r.finished || r.cancelled
+		s.mu.Unlock()
+		if done {
+			return
+		}
+		if silent >= s.opts.TurnIdleTimeout {
+			s.log.Warn("agent silent; cancelling the turn", "conversation", r.convID, "agent", r.agent, "silent", silent.Round(time.Second))
+			r.requestCancel()
+			return
+		}
+	}
 }
 
 // ensureSession returns a live agent connection and session for (conv,
@@ -451,6 +487,7 @@ func (s *Server) checkpointLoop(r *run) {
 // emitLocked numbers, timestamps, reduces, buffers and fans out one event of
 // r. s.mu is held.
 func (s *Server) emitLocked(r *run, ev transcript.Event) {
+	r.lastEvent = time.Now()
 	r.seq++
 	ev.Seq = r.seq
 	ev.Timestamp = nowMs()

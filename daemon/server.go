@@ -78,6 +78,10 @@ type Options struct {
 	// DefaultSessionTimeout); an agent that does not answer in time fails the
 	// turn and its process is stopped.
 	SessionTimeout time.Duration
+	// TurnIdleTimeout cancels a turn (then, after CancelGrace, stops its
+	// agent) when the agent has sent nothing for this long while no
+	// permission question is pending; 0 never.
+	TurnIdleTimeout time.Duration
 	// AgentInitTimeout is agents.Options.InitTimeout (spawn + initialize);
 	// 0 means the agents default (60 s).
 	AgentInitTimeout time.Duration

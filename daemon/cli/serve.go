@@ -24,6 +24,7 @@ func runServe(ctx context.Context, env *Env, args []string) int {
 	var to daemon.Options
 	fs.DurationVar(&to.AgentInitTimeout, "agent-init-timeout", 60*time.Second, "how long an agent may take to start and answer initialize")
 	fs.DurationVar(&to.SessionTimeout, "session-timeout", daemon.DefaultSessionTimeout, "how long an agent may take to answer session/new or session/load")
+	fs.DurationVar(&to.TurnIdleTimeout, "turn-idle-timeout", 0, "cancel a turn whose agent has sent nothing for this long (0: never)")
 	fs.DurationVar(&to.CancelGrace, "cancel-grace", daemon.DefaultCancelGrace, "how long a cancelled turn may take to end before the agent is stopped")
 	if _, err := parse(fs, args); err != nil {
 		return exitFlag(err)
