@@ -1,0 +1,293 @@
+package faults
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	acp "github.com/coder/acp-go-sdk"
+
+	"github.com/ochat-dev/ochat/agents"
+	"github.com/ochat-dev/ochat/daemon"
+	"github.com/ochat-dev/ochat/history"
+	"github.com/ochat-dev/ochat/transcript"
+)
+
+// The fuzz targets send arbitrary params to every ochat/… method of a real
+// daemon.Server (in process, on a unix socket, through its real framing and
+// dispatcher) and require, for every input, a JSON-RPC result or error that
+// is not an internal error — never a crash, a hang (10 s) or a -32603. The
+// string $CONV in an input is replaced by the id of a stored conversation
+// with one finished turn, so that inputs reach past the not-found checks.
+// Agents are an in-process fake (echoAgent): no process is spawned.
+//
+// Seed corpora: testdata/fuzz/<target>/. Run one target for a bounded
+// time with, e.g.:
+//
+//	go test ./internal/faults/ -run '^$' -fuzz '^FuzzChatSend$' -fuzztime 30s
+
+// echoAgent is an in-process daemon.AgentConn that answers every prompt
+// with one content delta "ok" and stop reason end_turn.
+type echoAgent struct {
+	h    agents.Handler
+	mu   sync.Mutex
+	n    int
+	done chan struct{}
+	once sync.Once
+}
+
+func (a *echoAgent) Capabilities() acp.AgentCapabilities { return acp.AgentCapabilities{} }
+func (a *echoAgent) NewSession(ctx context.Context) (agents.SessionInfo, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.n++
+	return agents.SessionInfo{ID: fmt.Sprintf("echo-%d", a.n)}, nil
+}
+func (a *echoAgent) LoadSession(ctx context.Context, id string) (agents.SessionInfo, error) {
+	return agents.SessionInfo{}, errors.New("session/load not supported")
+}
+func (a *echoAgent) Prompt(ctx context.Context, sid string, prompt []acp.ContentBlock) (string, error) {
+	a.h.Event(sid, transcript.Event{Type: transcript.EvContentDelta, Delta: "ok"})
+	return "end_turn", nil
+}
+func (a *echoAgent) Cancel(ctx context.Context, sid string) error { return nil }
+func (a *echoAgent) Done() <-chan struct{}                        { return a.done }
+func (a *echoAgent) Err() error                                   { return nil }
+func (a *echoAgent) Close() error {
+	a.once.Do(func() { close(a.done) })
+	return nil
+}
+
+// echoRegistry knows one agent, "echo".
+type echoRegistry struct{}
+
+func (echoRegistry) List() []agents.Status {
+	return []agents.Status{{Spec: agents.Spec{Name: "echo", Command: "echo-agent", Source: "user"}, Available: true}}
+}
+func (echoRegistry) Lookup(name string) (agents.Spec, error) {
+	if name == "echo" {
+		return agents.Spec{Name: "echo", Command: "echo-agent", Source: "user"}, nil
+	}
+	return agents.Spec{}, fmt.Errorf("unknown agent %q", name)
+}
+func (echoRegistry) Default() string { return "echo" }
+
+// fuzzServer is one daemon per fuzz process.
+type fuzzServer struct {
+	dir  string
+	sock string
+	conv string
+
+	mu  sync.Mutex // one request at a time on conn
+	raw *rawConn
+	id  int
+}
+
+var (
+	fuzzOnce sync.Once
+	fuzzSrv  *fuzzServer
+	fuzzErr  error
+)
+
+// fuzzFixture starts (once per process) the in-process daemon, one
+// initialized connection and a conversation with one finished turn.
+func fuzzFixture(t *testing.T) *fuzzServer {
+	fuzzOnce.Do(func() { fuzzSrv, fuzzErr = startFuzzServer() })
+	if fuzzErr != nil {
+		t.Fatal(fuzzErr)
+	}
+	return fuzzSrv
+}
+
+func startFuzzServer() (*fuzzServer, error) {
+	dir, err := os.MkdirTemp("", "ofz")
+	if err != nil {
+		return nil, err
+	}
+	fs := &fuzzServer{dir: dir, sock: filepath.Join(dir, "s.sock")}
+	ws := filepath.Join(dir, "ws")
+	if err := os.MkdirAll(ws, 0o700); err != nil {
+		return nil, err
+	}
+	st, err := history.Open(filepath.Join(dir, "state", "ochat.db"))
+	if err != nil {
+		return nil, err
+	}
+	srv := daemon.New(daemon.Options{
+		Workspace: ws, Store: st,
+		Logger:       slog.New(slog.DiscardHandler),
+		LoadRegistry: func() (daemon.AgentRegistry, error) { return echoRegistry{}, nil },
+		StartAgent: func(ctx context.Context, spec agents.Spec, o agents.Options) (daemon.AgentConn, error) {
+			return &echoAgent{h: o.Handler, done: make(chan struct{})}, nil
+		},
+	})
+	ln, err := daemon.Listen(fs.sock)
+	if err != nil {
+		return nil, err
+	}
+	go srv.Serve(context.Background(), ln)
+	r, err := dialRawErr(fs.sock)
+	if err != nil {
+		return nil, err
+	}
+	fs.raw = r
+	if err := r.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`); err != nil {
+		return nil, err
+	}
+	if _, err := r.reply("1", 10*time.Second); err != nil {
+		return nil, err
+	}
+	r.send(`{"jsonrpc":"2.0","method":"initialized","params":{}}`)
+	fs.id = 1
+	m, err := fs.request(daemon.MethodChatSend, []byte(`{"agent":"echo","text":"fuzz fixture"}`))
+	if err != nil || m.Error != nil {
+		return nil, fmt.Errorf("fixture send: %v %+v", err, m.Error)
+	}
+	var res daemon.SendResult
+	json.Unmarshal(m.Result, &res)
+	fs.conv = res.ConversationID
+	return fs, nil
+}
+
+func dialRawErr(sock string) (*rawConn, error) {
+	nc, err := net.Dial("unix", sock)
+	if err != nil {
+		return nil, err
+	}
+	return &rawConn{nc: nc, br: bufio.NewReaderSize(nc, 1<<20)}, nil
+}
+
+// request sends one request and waits for its answer.
+func (fs *fuzzServer) request(method string, params []byte) (rawMsg, error) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	fs.id++
+	id := fmt.Sprint(fs.id)
+	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":%q,"params":%s}`, id, method, params)
+	if err := fs.raw.send(body); err != nil {
+		return rawMsg{}, err
+	}
+	return fs.raw.reply(id, 10*time.Second)
+}
+
+// fuzzParams is the body of every params fuzz target.
+func fuzzParams(f *testing.F, method string, seeds ...string) {
+	f.Add([]byte(`{}`))
+	f.Add([]byte(`null`))
+	f.Add([]byte(`{"conversationId":"$CONV"}`))
+	for _, s := range seeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		fs := fuzzFixture(t)
+		p := bytes.ReplaceAll(in, []byte("$CONV"), []byte(fs.conv))
+		if !json.Valid(p) {
+			p, _ = json.Marshal(string(p)) // still a params value: a string
+		}
+		m, err := fs.request(method, p)
+		if err != nil {
+			t.Fatalf("%s with params %s: no answer (crash or hang): %v", method, truncate(string(p), 300), err)
+		}
+		if m.Error == nil && m.Result == nil {
+			t.Fatalf("%s with params %s: answer with neither result nor error", method, truncate(string(p), 300))
+		}
+		if m.Error != nil && m.Error.Code == -32603 {
+			t.Fatalf("%s with params %s: internal error %q", method, truncate(string(p), 300), m.Error.Message)
+		}
+	})
+}
+
+func FuzzConversationsList(f *testing.F) {
+	fuzzParams(f, daemon.MethodConversationsList, `{"x":1}`, `[]`)
+}
+
+func FuzzConversationsCreate(f *testing.F) {
+	fuzzParams(f, daemon.MethodConversationsCreate, `{"title":"t"}`, `{"title":7}`, `{"title":"\u0000\ud800"}`)
+}
+
+func FuzzConversationsGet(f *testing.F) {
+	fuzzParams(f, daemon.MethodConversationsGet, `{"conversationId":7}`, `{"conversationId":"nope"}`, `{"conversationId":"a\u0000b"}`)
+}
+
+func FuzzConversationsRename(f *testing.F) {
+	fuzzParams(f, daemon.MethodConversationsRename, `{"conversationId":"$CONV","title":"new"}`, `{"conversationId":"$CONV","title":null}`, `{"conversationId":"$CONV","title":""}`)
+}
+
+func FuzzConversationsDelete(f *testing.F) {
+	fuzzParams(f, daemon.MethodConversationsDelete, `{"conversationId":"nope"}`, `{"conversationId":""}`)
+}
+
+func FuzzHistory(f *testing.F) {
+	fuzzParams(f, daemon.MethodHistory, `{"conversationId":"nope"}`, `{"conversationId":["x"]}`)
+}
+
+func FuzzChatSend(f *testing.F) {
+	fuzzParams(f, daemon.MethodChatSend,
+		`{"text":"hi"}`, `{"conversationId":"$CONV","agent":"echo","text":"again"}`, `{"text":"hi","agent":"nope"}`,
+		`{"text":"hi","attachments":[{"kind":"file","path":"a.go"}]}`, `{"text":"hi","attachments":[{"kind":"image","path":"../../etc/passwd","name":"x"}]}`,
+		`{"text":"hi","attachments":[{"kind":"file"}]}`, `{"text":" \n\t"}`, `{"text":"x","conversationId":"$CONV","attachments":null}`)
+}
+
+func FuzzChatCancel(f *testing.F) {
+	fuzzParams(f, daemon.MethodChatCancel, `{"conversationId":"nope"}`)
+}
+
+func FuzzSubscribe(f *testing.F) {
+	fuzzParams(f, daemon.MethodSubscribe, `{"conversationId":"nope"}`)
+}
+
+func FuzzUnsubscribe(f *testing.F) {
+	fuzzParams(f, daemon.MethodUnsubscribe, `{"conversationId":"nope"}`, `{"conversationId":"never-subscribed"}`)
+}
+
+func FuzzPermissionRespond(f *testing.F) {
+	fuzzParams(f, daemon.MethodPermissionRespond, `{"permissionId":"p","optionId":"allow"}`, `{"permissionId":"p","cancelled":true}`,
+		`{"permissionId":"p","optionId":"allow","cancelled":true}`, `{"permissionId":"p"}`)
+}
+
+func FuzzAgentsList(f *testing.F) {
+	fuzzParams(f, daemon.MethodAgentsList, `{"workspace":"/"}`)
+}
+
+// FuzzInitialize sends arbitrary initialize params on a fresh connection.
+func FuzzInitialize(f *testing.F) {
+	for _, s := range []string{`{}`, `{"processId":1,"clientInfo":{"name":"x","version":"1"},"rootUri":"file:///tmp","capabilities":{"workspace":{"applyEdit":true}}}`,
+		`{"processId":"x"}`, `{"capabilities":{"workspace":null}}`, `{"clientInfo":null}`, `{"trace":"verbose","workspaceFolders":[{"uri":"file:///","name":"r"}]}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		fs := fuzzFixture(t)
+		p := in
+		if !json.Valid(p) {
+			p, _ = json.Marshal(string(p))
+		}
+		r, err := dialRawErr(fs.sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.nc.Close()
+		if err := r.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":%s}`, p)); err != nil {
+			t.Fatal(err)
+		}
+		m, err := r.reply("1", 10*time.Second)
+		if err != nil {
+			t.Fatalf("initialize with params %s: no answer: %v", truncate(string(p), 300), err)
+		}
+		if m.Error != nil && m.Error.Code == -32603 {
+			t.Fatalf("initialize with params %s: internal error %q", truncate(string(p), 300), m.Error.Message)
+		}
+		if m.Error == nil && m.Result == nil {
+			t.Fatalf("initialize with params %s: neither result nor error", truncate(string(p), 300))
+		}
+	})
+}
