@@ -664,3 +664,48 @@ func TestTurnIdleTimeout(t *testing.T) {
 		t.Fatalf("%d starts, want 2 (the agent that ignored the cancel is replaced)", n)
 	}
 }
+
+// TestHandoff: an agent gets, before the user's text, the messages its
+// session has not seen — everything for a new session, only what came after
+// its cursor for a live one.
+func TestHandoff(t *testing.T) {
+	e := newEnv(t, nil)
+	c := e.dial("a")
+	res := call[SendResult](t, c, MethodChatSend, SendParams{Agent: "fake", Text: "PLAIN first question"})
+	collect(t, c, res.TurnID, nil)
+	conv := res.ConversationID
+	res = call[SendResult](t, c, MethodChatSend, SendParams{ConversationID: conv, Agent: "other", Text: "PLAIN second question"})
+	collect(t, c, res.TurnID, nil)
+	res = call[SendResult](t, c, MethodChatSend, SendParams{ConversationID: conv, Agent: "fake", Text: "PLAIN third question"})
+	collect(t, c, res.TurnID, nil)
+	prompts := func(i int) []string {
+		e.fake.mu.Lock()
+		defer e.fake.mu.Unlock()
+		a := e.fake.agents[i]
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		var out []string
+		for _, p := range a.prompts {
+			var texts []string
+			for _, b := range p {
+				if b.Text != nil {
+					texts = append(texts, b.Text.Text)
+				}
+			}
+			out = append(out, strings.Join(texts, "\n---\n"))
+		}
+		return out
+	}
+	fake, other := prompts(0), prompts(1)
+	if fake[0] != "PLAIN first question" {
+		t.Fatalf("first prompt %q", fake[0])
+	}
+	// other is new: it gets the first exchange.
+	if !strings.Contains(other[0], "first question") || !strings.Contains(other[0], "Hello, world") || !strings.HasSuffix(other[0], "PLAIN second question") {
+		t.Fatalf("other's prompt %q", other[0])
+	}
+	// fake is live: it gets only what it has not seen (other's turn).
+	if strings.Contains(fake[1], "first question") || !strings.Contains(fake[1], "second question") || !strings.HasSuffix(fake[1], "PLAIN third question") {
+		t.Fatalf("fake's second prompt %q", fake[1])
+	}
+}

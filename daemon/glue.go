@@ -2,12 +2,12 @@ package daemon
 
 import "github.com/ochat-dev/ochat/transcript"
 
-// renderHandoff renders the earlier turns an agent's session has not seen as
-// one text block; "" when there are none or nothing renders them yet.
-//
-// Issue 5 seam: transcript's handoff renderer (budget, summaries) plugs in
-// here; until it exists a new session gets just the user's text.
+// renderHandoff renders the earlier messages an agent's session has not seen
+// as one text block (transcript.RenderHandoff, default budget); "" when
+// there are none.
 func renderHandoff(unseen []transcript.Message) string {
-	_ = unseen
-	return ""
+	if len(unseen) == 0 {
+		return ""
+	}
+	return transcript.RenderHandoff(unseen, transcript.HandoffOptions{})
 }

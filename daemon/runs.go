@@ -403,26 +403,24 @@ func (s *Server) assemblePrompt(r *run, fresh bool, cursor string) ([]acp.Conten
 	if err != nil {
 		return nil, fmt.Errorf("read conversation for prompt: %w", err)
 	}
-	var unseen []transcript.Message
-	seen := !fresh && cursor == ""
-	if fresh {
-		seen = false
-	}
-	for _, m := range msgs {
+	// Earlier messages, oldest first, up to this turn's user message.
+	end := len(msgs)
+	for i, m := range msgs {
 		if m.ID == r.userMsg.ID || m.ID == r.turnID {
+			end = i
 			break
 		}
-		if !fresh && cursor != "" && !seen {
-			if m.ID == cursor {
-				seen = true
-			}
-			continue
-		}
-		if seen {
-			continue
-		}
-		unseen = append(unseen, m)
 	}
+	start := 0
+	if !fresh && cursor != "" {
+		for i, m := range msgs[:end] {
+			if m.ID == cursor {
+				start = i + 1
+				break
+			}
+		}
+	}
+	unseen := msgs[start:end]
 	var blocks []acp.ContentBlock
 	if h := renderHandoff(unseen); h != "" {
 		blocks = append(blocks, acp.TextBlock(h))
