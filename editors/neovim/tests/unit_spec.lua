@@ -534,6 +534,21 @@ describe('diff', function()
     eq('made by agent\n', H.read(path))
   end)
 
+  it('refuses to overwrite a file that changed since the edit', function()
+    local _, _, root = H.fake_chat()
+    local path = root .. '/c.txt'
+    H.write(path, 'the user rewrote this\n')
+    local seg = { path = path, oldText = 'a\n', newText = 'b\n' }
+    local err = require('ochat.diff').change_locally(seg, 'revert')
+    eq(-32003, err and err.code)
+    err = require('ochat.diff').change_locally(seg, 'apply')
+    eq(-32003, err and err.code)
+    eq('the user rewrote this\n', H.read(path))
+    H.write(path, 'b\n')
+    eq(nil, require('ochat.diff').change_locally(seg, 'apply'), 'already applied: nothing to do')
+    eq('b\n', H.read(path))
+  end)
+
   it('handles workspace/applyEdit with a null version', function()
     local _, _, root = H.fake_chat()
     local path = root .. '/v.txt'

@@ -287,7 +287,7 @@ function M.apply_from_diff(chat, m, seg, right, cb)
   if vim.deep_equal(lines, text_lines(util.nn(seg.newText))) then
     return M.change(chat, m, seg, 'apply', cb)
   end
-  local err = M.change_locally({ path = seg.path, newText = table.concat(lines, '\n') .. '\n' }, 'apply')
+  local err = M.change_locally({ path = seg.path, newText = table.concat(lines, '\n') .. '\n' }, 'apply', true)
   if err then
     util.notify(string.format('apply %s: %s', seg.path or '?', util.err_text(err)), vim.log.levels.ERROR)
   else
@@ -300,18 +300,47 @@ function M.apply_from_diff(chat, m, seg, right, cb)
   end
 end
 
---- Client-side apply/revert from the fileChange's own oldText/newText. Returns an error object or nil.
-function M.change_locally(seg, action)
-  local text
+-- The file's current text: the buffer's when it has unsaved changes, else the disk's (nil: no file).
+local function current_text(path)
+  local b = vim.fn.bufnr(path)
+  if b > 0 and api.nvim_buf_is_loaded(b) and vim.fn.getbufvar(b, '&modified') == 1 then
+    return buf_text(b)
+  end
+  return util.read_file(path)
+end
+
+--- Client-side apply/revert from the fileChange's own oldText/newText. The file must hold what the change starts
+--- from (oldText to apply, newText to revert; no file for a nil oldText), so that a later edit is never overwritten;
+--- when it already holds the result, nothing is done. `force` skips the check (an edited proposal). Returns an error
+--- object (-32003 when the file changed since) or nil.
+function M.change_locally(seg, action, force)
+  local old, new = util.nn(seg.oldText), util.nn(seg.newText)
+  local from, to
   if action == 'apply' then
-    text = util.nn(seg.newText)
-    if text == nil then
+    if new == nil then
       return { code = -32602, message = 'this change has no new text to apply' }
     end
+    from, to = old, new
   else
-    text = util.nn(seg.oldText) -- nil: the file did not exist before, so revert deletes it
+    from, to = new, old -- to == nil: the file did not exist before, so revert deletes it
   end
-  local edit, noeol = M.build_edit(seg.path, text)
+  if not force then
+    local cur = current_text(seg.path)
+    if cur == to then
+      return nil
+    end
+    if cur ~= from then
+      return {
+        code = -32003,
+        message = string.format(
+          '%s changed since this edit, so %s it would overwrite other changes: review it with the diff (gd) and edit by hand',
+          seg.path,
+          action == 'apply' and 'applying' or 'reverting'
+        ),
+      }
+    end
+  end
+  local edit, noeol = M.build_edit(seg.path, to)
   local res = M.apply_workspace_edit(edit, noeol)
   if not res.applied then
     return { code = -32603, message = res.failureReason }
