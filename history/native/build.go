@@ -328,7 +328,12 @@ func (b *builder) rollback(n int) {
 			delete(b.tools, id)
 		}
 	}
+	// the turn before the removed ones is open again: output that follows
+	// without a new user message belongs to it (one turn, one message)
 	b.cur = -1
+	if cut > 0 && b.t.Messages[cut-1].Role == transcript.RoleAssistant {
+		b.cur = cut - 1
+	}
 }
 
 func sortStrings(s []string) { sort.Strings(s) }

@@ -134,7 +134,8 @@ func codexMeta(path string, r io.Reader, size int64, names map[string]string) (S
 				for k := 0; k < p.NumTurns && len(turns) > 1; k++ {
 					turns = turns[:len(turns)-1]
 				}
-				inTurn = false
+				// the turn before the removed ones is open again if it had an answer
+				inTurn = turns[len(turns)-1].msgs > 1 || (len(turns) == 1 && turns[0].msgs > 0)
 			}
 		case "response_item":
 			switch ptype {
