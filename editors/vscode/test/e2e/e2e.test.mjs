@@ -265,6 +265,28 @@ e2e('review this turn: the diff opens, Revert This File undoes the change throug
   await waitFor(() => !existsSync(join(ws, 'other.txt')), 'other.txt removed by the revert');
 });
 
+e2e('history: open a transcript read-only from the context menu, continue it, rename it', async () => {
+  const row = page.locator('.monaco-list-row', { hasText: 'PLAIN hello from code-server' }).first();
+  await row.waitFor({ timeout: 30000 });
+  await row.click({ button: 'right' });
+  await page.locator('.context-view .action-label', { hasText: 'Open Transcript' }).first().click();
+  const f = await chatFrame();
+  await f.locator('.readonly:not(.hidden)').waitFor({ timeout: 30000 });
+  assert.equal(await f.locator('.composer.hidden').count(), 1, 'no composer on a read-only transcript');
+  assert.match(await f.locator('.transcript').innerText(), /hello from code-server/);
+  await page.screenshot({ path: join(artifacts, 'e2e-readonly.png') });
+  await f.locator('.readonly button').click();
+  await f.locator('.composer:not(.hidden)').waitFor({ timeout: 10000 });
+
+  await row.click({ button: 'right' });
+  await page.locator('.context-view .action-label', { hasText: 'Rename' }).first().click();
+  const input = page.locator('.quick-input-widget input');
+  await input.waitFor({ timeout: 10000 });
+  await input.fill('renamed in VS Code');
+  await input.press('Enter');
+  await page.locator('.monaco-list-row', { hasText: 'renamed in VS Code' }).first().waitFor({ timeout: 30000 });
+});
+
 e2e('a terminal-started session appears in the history view', async (t) => {
   const { c, close } = await secondClient();
   let sessions;
