@@ -47,6 +47,10 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
   const controller = new ChatController(client, {
     historyChanged: () => history.refreshSoon(),
     setConversationId: (id) => void context.workspaceState.update(LAST_CONVERSATION, id),
+    agentStateStore: {
+      get: (id) => context.workspaceState.get(`ochat.agentState.${id}`),
+      set: (id, st) => void context.workspaceState.update(`ochat.agentState.${id}`, st),
+    },
     saveAttachment: async (data, name, mimeType) => {
       // Content-addressed, so pasting the same image twice stores it once.
       const ext = mimeType.split('/')[1]?.replace(/[^a-z0-9]/gi, '') || 'png';

@@ -34,6 +34,8 @@ export interface ChatHooks {
   reviewTurn?(model: ConversationModel, messageId: string): void;
   applyChange?(model: ConversationModel, messageId: string, path: string, action: 'apply' | 'revert'): void;
   setConversationId?(id: string | undefined): void;
+  /** agentStateStore keeps the last agent state per conversation across window reloads. */
+  agentStateStore?: { get(conversationId: string): Record<string, AgentStateParams> | undefined; set(conversationId: string, s: Record<string, AgentStateParams>): void };
   /** saveAttachment stores a pasted image (base64 data) and returns its file path; the daemon takes paths only. */
   saveAttachment?(data: Buffer, name: string, mimeType: string): Promise<string>;
   now?(): number;
@@ -106,6 +108,7 @@ export class ChatController implements vscode.Disposable {
     const res = await this.rpc.request<SubscribeResult>(Methods.subscribe, { conversationId });
     this.model = ConversationModel.fromSubscribe(res, this.now());
     this.model.readOnly = !!opts.readOnly;
+    for (const st of Object.values(this.hooks.agentStateStore?.get(conversationId) ?? {})) this.model.setAgentState(st);
     const lastAgent = [...this.model.messages].reverse().find((m) => m.agent)?.agent;
     if (lastAgent && this.agents.some((a) => a.name === lastAgent)) this.selectedAgent = lastAgent;
     this.hooks.setConversationId?.(conversationId);
@@ -221,6 +224,7 @@ export class ChatController implements vscode.Disposable {
   private onAgentState(p: AgentStateParams): void {
     if (this.model.conversation && p.conversationId !== this.model.conversation.id) return;
     this.model.setAgentState(p);
+    if (this.model.conversation) this.hooks.agentStateStore?.set(this.model.conversation.id, this.model.agentState);
     this.post({ type: 'agentState', params: p });
   }
 

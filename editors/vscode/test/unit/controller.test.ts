@@ -196,3 +196,17 @@ test('a native session opened without a conversation is shown read-only', () => 
   assert.equal(init.snapshot.readOnly, true);
   assert.equal(init.snapshot.messages[0].content, 'from the terminal');
 });
+
+test('agent state is kept per conversation for the next window', async () => {
+  const store = new Map<string, unknown>();
+  const rpc = new FakeRpc();
+  rpc.handlers.set('ochat/subscribe', (p) => ({ conversation: { id: p.conversationId, title: '', createdAt: 1, updatedAt: 1 }, messages: [] }));
+  const hooks = { agentStateStore: { get: (id: string) => store.get(id) as never, set: (id: string, s: unknown) => void store.set(id, JSON.parse(JSON.stringify(s))) } };
+  const c1 = new ChatController(rpc, hooks);
+  await c1.open('C1');
+  rpc.notify('ochat/agentState', { conversationId: 'C1', agent: 'test', commands: [{ name: 'review' }] });
+  c1.dispose();
+  const c2 = new ChatController(rpc, hooks); // a reloaded window
+  await c2.open('C1');
+  assert.deepEqual(c2.model.agentState.test.commands, [{ name: 'review' }]);
+});
