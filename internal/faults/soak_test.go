@@ -175,4 +175,3 @@ func selfFDs(t *testing.T) int {
 	}
 	return len(es)
 }
-
