@@ -105,6 +105,7 @@ export const recorded = {
   /** documents that exist, by URI string → text */
   docs: new Map<string, string>(),
   saved: [] as string[],
+  config: {} as Record<string, unknown>,
 };
 
 export function reset(): void {
@@ -145,6 +146,8 @@ export const window = {
   createStatusBarItem: () => ({ show: () => undefined, dispose: () => undefined }),
 };
 
+export const registeredCommands = () => [...commandHandlers.keys()];
+
 export const commands = {
   registerCommand(id: string, f: (...a: unknown[]) => unknown) {
     commandHandlers.set(id, f);
@@ -179,7 +182,7 @@ export const workspace = {
       save: async () => { recorded.saved.push(u.toString()); return true; },
     };
   },
-  getConfiguration: () => ({ get: () => undefined }),
+  getConfiguration: () => ({ get: (k: string) => recorded.config[k] }),
   registerTextDocumentContentProvider: () => ({ dispose: () => undefined }),
   onDidChangeConfiguration: () => ({ dispose: () => undefined }),
   fs: { writeFile: async () => undefined },
