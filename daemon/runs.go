@@ -43,6 +43,7 @@ type run struct {
 	lastCkpt   int64 // seq of the last checkpoint
 	lastEvent  time.Time
 	cancelSent bool
+	abandoned  bool // the agent ignored a cancel for CancelGrace and is being stopped
 
 	kick     chan struct{} // checkpoint wanted
 	urgent   chan struct{} // checkpoint wanted now (tool / fileChange)
@@ -233,12 +234,12 @@ func (s *Server) runTurn(r *run, spec agents.Spec) {
 	stop, err := conn.Prompt(r.ctx, sessionID, prompt)
 	if err != nil {
 		s.mu.Lock()
-		cancelled, abort := r.cancelled, r.abortMsg
+		cancelled, abort, abandoned := r.cancelled, r.abortMsg, r.abandoned
 		s.mu.Unlock()
 		switch {
 		case abort != "":
 			s.finish(r, "", abort)
-		case cancelled && errors.Is(err, context.Canceled):
+		case cancelled && (abandoned || errors.Is(err, context.Canceled)):
 			s.finish(r, "cancelled", "")
 		default:
 			select {
@@ -318,7 +319,7 @@ func (s *Server) ensureSession(ctx context.Context, r *run, spec agents.Spec) (c
 			InitTimeout: s.opts.AgentInitTimeout,
 		})
 		if err != nil {
-			return nil, "", false, "", fmt.Errorf("start agent %s: %w", r.agent, err)
+			return nil, "", false, "", err // agents names the agent and what failed
 		}
 		sl = &agentSlot{conn: c}
 		s.mu.Lock()
@@ -636,6 +637,9 @@ func (r *run) requestCancel() {
 		<-ctx.Done()
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			s.log.Warn("agent did not end a cancelled turn in time; abandoning the prompt and stopping the agent", "conversation", r.convID, "agent", r.agent, "grace", s.opts.CancelGrace)
+			s.mu.Lock()
+			r.abandoned = true
+			s.mu.Unlock()
 			r.cancel()
 			s.dropSlot(r.convID, r.agent, conn)
 		}
