@@ -7,13 +7,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	acp "github.com/coder/acp-go-sdk"
 
@@ -288,6 +291,75 @@ func FuzzInitialize(f *testing.F) {
 		}
 		if m.Error == nil && m.Result == nil {
 			t.Fatalf("initialize with params %s: neither result nor error", truncate(string(p), 300))
+		}
+	})
+}
+
+// FuzzFrames writes arbitrary bytes as a whole client connection (frames,
+// broken headers, truncated bodies, anything) to the in-process daemon,
+// then closes its write side: the daemon must end or answer that
+// connection within 10 s and keep answering the fixture connection.
+func FuzzFrames(f *testing.F) {
+	for _, s := range []string{
+		"Content-Length: 2\r\n\r\n{}",
+		"Content-Length: 58\r\n\r\n{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{}}",
+		"Content-Length: 58\r\n\r\n{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{}}Content-Length: 52\r\n\r\n{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ochat/agents/list\"}",
+		"Content-Length: 9999999999\r\n\r\n",
+		"Content-Length: -1\r\n\r\n",
+		"Content-Type: x\r\n\r\n{}\r\n",
+		"\r\n\r\n\r\n",
+		"Content-Length: 10\r\n\r\n{\"a\":\xff\xfe}",
+		"Content-Length: 30\r\n\r\n{\"jsonrpc\":\"2.0\",\"id\":1,\"method",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		fs := fuzzFixture(t)
+		r, err := dialRawErr(fs.sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.nc.Close()
+		r.nc.Write(in)
+		r.nc.(*net.UnixConn).CloseWrite()
+		r.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.Copy(io.Discard, r.nc); err != nil && !strings.Contains(err.Error(), "reset") {
+			t.Fatalf("connection with input %q neither ended nor was answered: %v", truncate(string(in), 300), err)
+		}
+		if m, err := fs.request(daemon.MethodConversationsList, []byte(`{}`)); err != nil || m.Error != nil {
+			t.Fatalf("after input %q the fixture connection fails: %v %+v", truncate(string(in), 300), err, m.Error)
+		}
+	})
+}
+
+// FuzzHandoff renders arbitrary message lists (JSON of []transcript.Message)
+// with an arbitrary budget as a handoff block (transcript.RenderHandoff, the
+// renderer issue 8 asks to fuzz; transcript has no target for it): the block
+// is never longer than its budget, is valid UTF-8 when its input is, and is
+// either empty or a whole <handoff>…</handoff> block.
+func FuzzHandoff(f *testing.F) {
+	f.Add([]byte(`[{"id":"1","role":"user","content":"hello"},{"id":"2","role":"assistant","agent":"codex","segments":[{"type":"content","content":"hi"}]}]`), 0)
+	f.Add([]byte(`[{"id":"1","role":"user","content":"`+strings.Repeat("é", 3000)+`"}]`), 300)
+	f.Add([]byte(`[{"id":"2","role":"assistant","segments":[{"type":"tool","id":"t","name":"Run","status":"running"},{"type":"fileChange","path":"a.go","additions":1,"deletions":2},{"type":"plan","entries":[{"content":"x","status":"pending"}]}]}]`), 1000)
+	f.Add([]byte(`[{"id":"1","role":"user","hidden":true,"content":"secret"}]`), 50)
+	f.Fuzz(func(t *testing.T, data []byte, budget int) {
+		var msgs []transcript.Message
+		if json.Unmarshal(data, &msgs) != nil {
+			return
+		}
+		out := transcript.RenderHandoff(msgs, transcript.HandoffOptions{BudgetBytes: budget})
+		limit := budget
+		if limit <= 0 {
+			limit = transcript.DefaultHandoffBudget
+		}
+		if len(out) > limit {
+			t.Fatalf("handoff of %d bytes exceeds its budget %d", len(out), limit)
+		}
+		if !utf8.ValidString(out) {
+			t.Fatalf("handoff is not valid UTF-8: %q", truncate(out, 300))
+		}
+		if out != "" && (!strings.HasPrefix(out, "<handoff>\n") || !strings.HasSuffix(out, "</handoff>\n")) {
+			t.Fatalf("handoff is not one whole block: %q", truncate(out, 300))
 		}
 	})
 }

@@ -116,7 +116,11 @@ func TestSoakDaemonProcess(t *testing.T) {
 	}, func() {
 		after := settle(func() int { return stats(t, d.pid()).FDs }, before.FDs)
 		s := stats(t, d.pid())
-		figure(t, "soak (ochatd process): after warm-up %v; at the end %v", before, s)
+		var dbSize int64
+		if fi, err := os.Stat(w.dbPath); err == nil {
+			dbSize = fi.Size()
+		}
+		figure(t, "soak (ochatd process): after warm-up %v; at the end %v; store file %.1fMB (mapped by bbolt, so part of RSS)", before, s, float64(dbSize)/(1<<20))
 		if after > before.FDs {
 			t.Errorf("open fds grew from %d to %d over the soak", before.FDs, after)
 		}
