@@ -169,12 +169,16 @@ func TestErrors(t *testing.T) {
 	c := e.dial("after")
 	call[ListConversationsResult](t, c, MethodConversationsList, nil)
 	// A broken frame header ends only that connection.
-	nc2, _ := net.Dial("unix", e.sock)
-	fmt.Fprintf(nc2, "Content-Length: nope\r\n\r\n{}")
-	nc2.SetReadDeadline(time.Now().Add(10 * time.Second))
-	io.ReadAll(nc2)
-	nc2.Close()
-	call[ListConversationsResult](t, c, MethodConversationsList, nil)
+	for _, frame := range []string{"Content-Length: nope\r\n\r\n{}", "Content-Type: application/json\r\n\r\n{}", "garbage\r\n\r\n", "Content-Length: 999999999999\r\n\r\n"} {
+		nc2, _ := net.Dial("unix", e.sock)
+		fmt.Fprint(nc2, frame)
+		nc2.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.ReadAll(nc2); err != nil {
+			t.Fatalf("%q: connection not closed: %v", frame, err)
+		}
+		nc2.Close()
+		call[ListConversationsResult](t, c, MethodConversationsList, nil)
+	}
 }
 
 func TestConversationMethods(t *testing.T) {

@@ -110,6 +110,7 @@ func decodeMessage(data []byte) (jsonrpc2.Message, *frameError) {
 func (s *lspStream) readFrame() ([]byte, int64, error) {
 	var total int64
 	length := int64(-1)
+	headers := 0
 	for {
 		line, err := s.in.ReadString('\n')
 		total += int64(len(line))
@@ -118,12 +119,16 @@ func (s *lspStream) readFrame() ([]byte, int64, error) {
 		}
 		line = strings.TrimSpace(line)
 		if line == "" {
-			if length < 0 {
+			if headers == 0 {
 				// Tolerate stray blank lines between frames.
 				continue
 			}
+			if length < 0 {
+				return nil, total, errors.New("read header: missing Content-Length")
+			}
 			break
 		}
+		headers++
 		name, value, ok := strings.Cut(line, ":")
 		if !ok {
 			return nil, total, fmt.Errorf("read header: invalid header line %q", line)
