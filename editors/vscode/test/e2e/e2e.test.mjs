@@ -4,7 +4,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, execFileSync } from 'node:child_process';
-import { mkdtempSync, mkdirSync, writeFileSync, readFileSync, existsSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, writeFileSync, readFileSync, existsSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
@@ -35,6 +35,8 @@ const env = {
   XDG_CONFIG_HOME: join(tmp, 'config'),
   XDG_DATA_HOME: join(tmp, 'data'),
   TESTAGENT_STATE: join(tmp, 'agent'),
+  // A daemon that `ochatd connect` auto-starts exits soon after the test's clients are gone.
+  OCHATD_IDLE: '60s',
 };
 for (const d of ['home/.claude', 'run', 'state', 'config', 'data', 'agent', 'ws/.ochat', 'cs/user/User', 'cs/user/Machine', 'cs/ext']) mkdirSync(join(tmp, d), { recursive: true, mode: 0o700 });
 writeFileSync(join(ws, '.ochat/settings.json'), JSON.stringify({ agent_servers: { test: { command: TESTAGENT_BIN } } }));
@@ -120,8 +122,9 @@ function e2e(name, fn) {
 }
 
 before(async () => {
-  // Our own daemon (short idle exit) so nothing outlives the test; the extension's `ochatd connect` finds it.
-  daemon = spawn(OCHATD_BIN, ['serve', '--workspace', ws, '--idle', '20s'], { env, stdio: 'ignore' });
+  // Our own daemon, stopped in after(); its idle exit outlasts a slow window reload (no client meanwhile), so
+  // `ochatd connect` never has to auto-start one that would outlive the test.
+  daemon = spawn(OCHATD_BIN, ['serve', '--workspace', ws, '--idle', '120s'], { env, stdio: 'ignore' });
   const args = ['--auth', 'none', '--user-data-dir', join(D, 'user'), '--extensions-dir', join(D, 'ext'), '--config', join(D, 'config.yaml'),
     '--disable-telemetry', '--disable-update-check', '--disable-workspace-trust', '--disable-getting-started-override'];
   const install = execFileSync(CS, [...args, '--install-extension', VSIX], { env, encoding: 'utf8' });
@@ -148,6 +151,8 @@ after(async () => {
   await context?.close().catch(() => undefined);
   server?.kill('SIGTERM');
   daemon?.kill('SIGTERM');
+  await new Promise((r) => setTimeout(r, 500));
+  if (!process.env.OCHAT_E2E_KEEP) rmSync(tmp, { recursive: true, force: true });
 });
 
 e2e('chat panel: send a prompt and see the streamed answer', async () => {

@@ -1,22 +1,22 @@
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync, chmodSync, readFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync, chmodSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { once } from 'node:events';
 import { DaemonClient } from '../../src/client/daemon';
 
-function fakeDaemon(): { bin: string; log: string } {
+function fakeDaemon(): { bin: string; log: string; dir: string } {
   const dir = mkdtempSync(join(tmpdir(), 'ochat-fake-'));
   const bin = join(dir, 'ochatd');
   const log = join(dir, 'starts.log');
   writeFileSync(bin, `#!/bin/sh\nFAKE_DAEMON_LOG='${log}' exec '${process.execPath}' '${join(__dirname, 'fixtures', 'fakeDaemon.js')}' "$@"\n`);
   chmodSync(bin, 0o755);
-  return { bin, log };
+  return { bin, log, dir };
 }
 
 test('DaemonClient: spawns connect, initializes, routes notifications and requests, reconnects', async () => {
-  const { bin, log } = fakeDaemon();
+  const { bin, log, dir } = fakeDaemon();
   const c = new DaemonClient({ command: bin, workspace: '/tmp/ws', backoffMs: 20 });
   const events: unknown[] = [];
   c.onNotification('ochat/event', (p) => events.push(p));
@@ -41,6 +41,7 @@ test('DaemonClient: spawns connect, initializes, routes notifications and reques
   assert.match(readFileSync(log, 'utf8'), /^start connect --workspace \/tmp\/ws/);
   await c.dispose();
   assert.equal(c.state, 'stopped');
+  rmSync(dir, { recursive: true, force: true });
 });
 
 test('DaemonClient: a missing binary is reported with the fix', async () => {

@@ -4,7 +4,7 @@
 import './fakeVscode';
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
-import { mkdtempSync, mkdirSync, writeFileSync, readFileSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, writeFileSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -29,7 +29,7 @@ test('real ochatd + testagent: stream, permission, stored equals live, reconnect
   const ws = join(root, 'ws');
   mkdirSync(join(ws, '.ochat'), { recursive: true });
   writeFileSync(join(ws, '.ochat', 'settings.json'), JSON.stringify({ agent_servers: { test: { command: testagent } } }));
-  const env = { ...process.env, XDG_RUNTIME_DIR: join(root, 'run'), XDG_STATE_HOME: join(root, 'state'), XDG_CONFIG_HOME: join(root, 'config'), TESTAGENT_STATE: join(root, 'agent') };
+  const env = { ...process.env, XDG_RUNTIME_DIR: join(root, 'run'), XDG_STATE_HOME: join(root, 'state'), XDG_CONFIG_HOME: join(root, 'config'), TESTAGENT_STATE: join(root, 'agent'), OCHATD_IDLE: '5s' };
   for (const d of ['run', 'state', 'config', 'agent']) mkdirSync(join(root, d), { recursive: true, mode: 0o700 });
   // Our own daemon with a short idle exit, so that the test leaves nothing running.
   const serve = (): ChildProcess => spawn(ochatd!, ['serve', '--workspace', ws, '--idle', '3s'], { env, stdio: 'ignore' });
@@ -83,5 +83,7 @@ test('real ochatd + testagent: stream, permission, stored equals live, reconnect
   } finally {
     await client.dispose();
     daemon.kill('SIGTERM');
+    await once(daemon, 'exit');
+    rmSync(root, { recursive: true, force: true });
   }
 });
