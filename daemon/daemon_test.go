@@ -713,3 +713,45 @@ func TestHandoff(t *testing.T) {
 		t.Fatalf("fake's second prompt %q", fake[1])
 	}
 }
+
+func TestSocketDirAndPeer(t *testing.T) {
+	rt := shortTempDir(t)
+	t.Setenv("XDG_RUNTIME_DIR", rt)
+	if err := os.Mkdir(filepath.Join(rt, "ochat"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p, err := SocketPath("/some/workspace")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(rt, "ochat", WorkspaceHash("/some/workspace")+".sock"); p != want {
+		t.Fatalf("socket path %s, want %s", p, want)
+	}
+	if fi, _ := os.Stat(filepath.Dir(p)); fi.Mode().Perm() != 0o700 {
+		t.Fatalf("socket dir mode %v, want 0700", fi.Mode().Perm())
+	}
+	ln, err := Listen(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			defer c.Close()
+			uid, err := PeerUID(c)
+			if err != nil || uid != os.Getuid() {
+				t.Errorf("peer uid %d %v, want %d", uid, err, os.Getuid())
+			}
+		}
+	}()
+	c, err := Dial(t.Context(), DialOptions{Workspace: "/some/workspace"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	_, err = Dial(t.Context(), DialOptions{Workspace: "/other/workspace"})
+	if err == nil || !strings.Contains(err.Error(), "ochatd serve --workspace /other/workspace") {
+		t.Fatalf("dial without a daemon: %v", err)
+	}
+}
