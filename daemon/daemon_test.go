@@ -735,18 +735,25 @@ func TestSocketDirAndPeer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
+	peer := make(chan error, 1)
 	go func() {
 		c, err := ln.Accept()
-		if err == nil {
-			defer c.Close()
-			uid, err := PeerUID(c)
-			if err != nil || uid != os.Getuid() {
-				t.Errorf("peer uid %d %v, want %d", uid, err, os.Getuid())
-			}
+		if err != nil {
+			peer <- err
+			return
 		}
+		defer c.Close()
+		uid, err := PeerUID(c)
+		if err == nil && uid != os.Getuid() {
+			err = fmt.Errorf("peer uid %d, want %d", uid, os.Getuid())
+		}
+		peer <- err
 	}()
 	c, err := Dial(t.Context(), DialOptions{Workspace: "/some/workspace"})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-peer; err != nil {
 		t.Fatal(err)
 	}
 	c.Close()
