@@ -149,7 +149,13 @@ after(async () => {
   for (const [k, v] of Object.entries(figures)) console.log(`# figure ${k}: ${v}`);
   writeFileSync(join(artifacts, 'e2e-figures.json'), JSON.stringify(figures, null, 2));
   await context?.close().catch(() => undefined);
-  server?.kill('SIGTERM');
+  // code-server (and its extension host) first, so nothing reconnects and auto-starts a daemon.
+  if (server && server.exitCode === null) {
+    const exited = new Promise((r) => server.once('exit', r));
+    server.kill('SIGTERM');
+    await Promise.race([exited, new Promise((r) => setTimeout(r, 5000))]);
+  }
+  await new Promise((r) => setTimeout(r, 1000));
   daemon?.kill('SIGTERM');
   await new Promise((r) => setTimeout(r, 500));
   if (!process.env.OCHAT_E2E_KEEP) rmSync(tmp, { recursive: true, force: true });
