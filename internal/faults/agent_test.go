@@ -3,9 +3,7 @@ package faults
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ochat-dev/ochat/agents"
 	"github.com/ochat-dev/ochat/daemon"
 	"github.com/ochat-dev/ochat/history"
 	"github.com/ochat-dev/ochat/transcript"
@@ -111,6 +108,31 @@ func TestAgentFaults(t *testing.T) {
 			t.Fatalf("STRAY: %+v %q", v.terminal, got)
 		}
 		next(t, "answers to requests never sent")
+	})
+
+	t.Run("9 MB tool output", func(t *testing.T) {
+		res, v := runTurn(t, c, conv, "fake", "BIGTOOL 9")
+		if v.terminal.Type != transcript.EvTurnCompleted {
+			t.Fatalf("BIGTOOL turn: %+v", v.terminal)
+		}
+		m := getMessage(t, c, conv, res.AssistantMessageID)
+		var tool *transcript.Segment
+		for i := range m.Segments {
+			if m.Segments[i].Type == transcript.SegTool {
+				tool = &m.Segments[i]
+			}
+		}
+		if tool == nil || tool.Status != string(transcript.ToolCompleted) || text(m) != "done" {
+			t.Fatalf("BIGTOOL message: %+v", m.Segments)
+		}
+		figure(t, "9 MB tool output: stored output %d bytes; daemon %v", len(tool.Output), stats(t, d.pid()))
+		next(t, "a 9 MB tool output")
+		if len(tool.Output) >= 9<<20 {
+			t.Skipf("defect: tool output is stored uncapped (%d bytes in the message); issue 8 asks for a cap with a marker where it was cut", len(tool.Output))
+		}
+		if !cutMarker.MatchString(tool.Output[max(0, len(tool.Output)-500):] + tool.Output[:min(500, len(tool.Output))]) {
+			t.Fatalf("tool output cut to %d bytes without a marker", len(tool.Output))
+		}
 	})
 
 	t.Run("100000 updates", func(t *testing.T) {
@@ -273,74 +295,60 @@ func (w *world) startInproc(tweak func(*daemon.Options)) *inproc {
 	return &inproc{w: w, srv: srv}
 }
 
-// TestAgentTimeouts covers agents that never answer, with the daemon in
-// process: initialize (agents.Options.InitTimeout, reachable only through
-// daemon.Options.StartAgent — ochatd has no flag for it), session/new (no
-// timeout exists: the user cancels) and session/prompt (the agent ignores
-// session/cancel: the daemon abandons the prompt after
-// daemon.Options.CancelGrace). After each, the next prompt must work.
+// TestAgentTimeouts covers agents that never answer, through an `ochatd
+// serve` child with its timeout flags set low: initialize
+// (--agent-init-timeout), session/new (--session-timeout), a prompt the
+// agent never answers nor updates (--turn-idle-timeout, then
+// --cancel-grace), and a prompt whose cancel the agent ignores
+// (--cancel-grace). Each turn must end with an error naming what timed
+// out, and the next prompt to the same agent must work.
 func TestAgentTimeouts(t *testing.T) {
 	w := newWorld(t, map[string]string{"inithang": "init-hang", "newonce": "new-hang-once", "fake": "ok"})
-	const initTimeout = 2 * time.Second
-	w.startInproc(func(o *daemon.Options) {
-		o.CancelGrace = time.Second
-		o.StartAgent = func(ctx context.Context, spec agents.Spec, ao agents.Options) (daemon.AgentConn, error) {
-			ao.InitTimeout = initTimeout
-			c, err := agents.Start(ctx, spec, ao)
-			if err != nil {
-				return nil, err
-			}
-			return c, nil
-		}
-	})
+	d := w.start("--agent-init-timeout", "2s", "--session-timeout", "2s", "--turn-idle-timeout", "3s", "--cancel-grace", "1s")
 	c := w.dial("timeouts")
 	conv := call[daemon.ConversationResult](t, c, daemon.MethodConversationsCreate, daemon.CreateConversationParams{}).Conversation.ID
-	next := func(t *testing.T, agent, after string) {
+	next := func(t *testing.T, agent, after, want string) {
 		t.Helper()
-		res, v := runTurn(t, c, conv, agent, "next after "+after)
+		res, v := runTurn(t, c, conv, agent, "PLAIN next after "+after)
 		if v.terminal.Type != transcript.EvTurnCompleted {
 			t.Fatalf("prompt to %s after %s: %+v", agent, after, v.terminal)
 		}
-		_ = res
+		if got := text(getMessage(t, c, conv, res.AssistantMessageID)); got != want {
+			t.Fatalf("prompt to %s after %s: text %q, want %q", agent, after, got, want)
+		}
+	}
+	timed := func(t *testing.T, agent, prompt string) (turnView, time.Duration) {
+		t.Helper()
+		start := time.Now()
+		_, v := runTurn(t, c, conv, agent, prompt)
+		return v, time.Since(start)
 	}
 
 	t.Run("initialize never answered", func(t *testing.T) {
-		start := time.Now()
-		_, v := runTurn(t, c, conv, "inithang", "hello")
-		if v.terminal.Type != transcript.EvTurnFailed || !strings.Contains(v.terminal.Message, "did not answer initialize within 2s") {
+		v, took := timed(t, "inithang", "hello")
+		if v.terminal.Type != transcript.EvTurnFailed || !strings.Contains(v.terminal.Message, "initialize within 2s") {
 			t.Fatalf("want turn.failed naming the initialize timeout: %+v", v.terminal)
 		}
-		figure(t, "initialize never answered: turn.failed after %v (InitTimeout %v): %q", time.Since(start).Round(10*time.Millisecond), initTimeout, v.terminal.Message)
-		next(t, "test", "an initialize timeout")
+		figure(t, "initialize never answered: turn.failed after %v (--agent-init-timeout 2s): %q", took.Round(10*time.Millisecond), v.terminal.Message)
+		next(t, "test", "an initialize timeout", "next after an initialize timeout")
 	})
 
 	t.Run("session/new never answered", func(t *testing.T) {
-		res := call[daemon.SendResult](t, c, daemon.MethodChatSend, daemon.SendParams{ConversationID: conv, Agent: "newonce", Text: "hello"})
-		// No timeout covers session/new: the turn runs until cancelled.
-		short, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		v, err := await(short, c, res.TurnID)
-		cancel()
-		timedOut := errors.Is(err, context.DeadlineExceeded)
-		if !timedOut {
-			t.Logf("session/new hang ended by itself: %+v %v", v.terminal, err)
+		v, took := timed(t, "newonce", "hello")
+		if v.terminal.Type != transcript.EvTurnFailed || !strings.Contains(v.terminal.Message, "session/new") || !strings.Contains(v.terminal.Message, "2s") {
+			t.Fatalf("want turn.failed naming the session/new timeout: %+v", v.terminal)
 		}
-		call[daemon.CancelResult](t, c, daemon.MethodChatCancel, daemon.ConversationParams{ConversationID: conv})
-		v, err = await(ctxFor(t, 30*time.Second), c, res.TurnID)
-		if err != nil {
-			t.Fatal(err)
+		figure(t, "session/new never answered: turn.failed after %v (--session-timeout 2s): %q", took.Round(10*time.Millisecond), v.terminal.Message)
+		next(t, "newonce", "a session/new timeout", "echo")
+	})
+
+	t.Run("prompt never answered, agent silent", func(t *testing.T) {
+		v, took := timed(t, "fake", "HANG")
+		if !v.terminal.Terminal() || (v.terminal.Type == transcript.EvTurnCompleted && v.terminal.StopReason != "cancelled") {
+			t.Fatalf("silent agent: %+v", v.terminal)
 		}
-		figure(t, "session/new never answered: turn ends on ochat/chat/cancel with %s %q", v.terminal.Type, v.terminal.Message+v.terminal.StopReason)
-		next(t, "test", "a session/new hang")
-		res2, v2 := runTurn(t, c, conv, "newonce", "again")
-		if v2.terminal.Type != transcript.EvTurnCompleted {
-			t.Skipf("defect: after a cancelled session/new the same agent's next prompt fails: %s %q (the daemon keeps the slot with an empty session id and prompts it)", v2.terminal.Type, v2.terminal.Message)
-		}
-		if got := text(getMessage(t, c, conv, res2.AssistantMessageID)); got != "echo" {
-			t.Fatalf("text %q", got)
-		}
-		if timedOut {
-			t.Skip("defect: no timeout on session/new (or session/load): a hung agent keeps the turn running until the user cancels; issue 8 asks for a configurable one")
-		}
+		figure(t, "prompt never answered, agent silent: turn ended after %v (--turn-idle-timeout 3s, --cancel-grace 1s): %s %q", took.Round(10*time.Millisecond), v.terminal.Type, v.terminal.StopReason+v.terminal.Message)
+		next(t, "fake", "a silent agent", "echo")
 	})
 
 	t.Run("prompt never answered, cancel ignored", func(t *testing.T) {
@@ -355,9 +363,10 @@ func TestAgentTimeouts(t *testing.T) {
 		if v.terminal.Type != transcript.EvTurnCompleted || v.terminal.StopReason != "cancelled" {
 			t.Fatalf("abandoned prompt: %+v", v.terminal)
 		}
-		figure(t, "prompt never answered + cancel ignored: turn cancelled %v after ochat/chat/cancel (CancelGrace 1s)", time.Since(start).Round(10*time.Millisecond))
-		next(t, "fake", "an abandoned prompt")
+		figure(t, "prompt never answered + cancel ignored: turn cancelled %v after ochat/chat/cancel (--cancel-grace 1s)", time.Since(start).Round(10*time.Millisecond))
+		next(t, "fake", "an abandoned prompt", "echo")
 	})
+	if !d.alive() {
+		t.Fatal("daemon died")
+	}
 }
-
-var _ = net.Dial

@@ -29,6 +29,8 @@ import (
 //	               then chunk "ok"
 //	STRAY          responses to requests never sent (ids 424242 and
 //	               "never-sent", one result and one error), then chunk "ok"
+//	BIGTOOL <MB>   a tool call (execute) completed with <MB> MB of text
+//	               output, then chunk "done"
 //	FLOODGATE <n> <k> <file>
 //	               n chunks "<i> " as fast as possible, pausing after the
 //	               first k until <file> exists
@@ -126,6 +128,17 @@ func runFakeAgent(mode string, in io.Reader, out, stderr io.Writer) int {
 					`,"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"` + big + `"}}}}` + "\n")
 				bw.Flush()
 				chunk(p.SessionID, "b")
+			case "BIGTOOL":
+				mb := 9
+				if len(f) > 1 {
+					mb, _ = strconv.Atoi(f[1])
+				}
+				send(map[string]any{"jsonrpc": "2.0", "method": "session/update", "params": map[string]any{"sessionId": p.SessionID,
+					"update": map[string]any{"sessionUpdate": "tool_call", "toolCallId": "big", "title": "Run the tests", "kind": "execute", "status": "in_progress"}}})
+				send(map[string]any{"jsonrpc": "2.0", "method": "session/update", "params": map[string]any{"sessionId": p.SessionID,
+					"update": map[string]any{"sessionUpdate": "tool_call_update", "toolCallId": "big", "status": "completed",
+						"content": []any{map[string]any{"type": "content", "content": map[string]any{"type": "text", "text": strings.Repeat("y", mb<<20)}}}}}})
+				chunk(p.SessionID, "done")
 			case "FLOODGATE":
 				if len(f) < 4 {
 					break

@@ -232,13 +232,13 @@ type daemonProc struct {
 	logs *lockedBuffer
 }
 
-// start runs `ochatd serve --workspace WS --idle 0` in its own process group
-// and waits until its socket answers.
-func (w *world) start() *daemonProc {
+// start runs `ochatd serve --workspace WS --idle 0 [flags]` in its own
+// process group and waits until its socket answers.
+func (w *world) start(flags ...string) *daemonProc {
 	t := w.t
 	t.Helper()
 	bin, _ := binaries(t)
-	cmd := exec.Command(bin, "serve", "--workspace", w.ws, "--idle", "0")
+	cmd := exec.Command(bin, append([]string{"serve", "--workspace", w.ws, "--idle", "0"}, flags...)...)
 	cmd.Env = w.env
 	cmd.Dir = w.ws
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
