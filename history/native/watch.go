@@ -233,6 +233,26 @@ func (w *Watcher) resolve() (added []string) {
 	return added
 }
 
+// rescan resolves the watched folders again until nothing new is added (a
+// subfolder made between a glob and its parent's watch has no event of its
+// own) and queues the files already in every newly watched folder.
+func (w *Watcher) rescan(now int64) {
+	for added := w.resolve(); len(added) > 0; added = w.resolve() {
+		for _, d := range added {
+			entries, _ := os.ReadDir(d)
+			w.mu.Lock()
+			for _, e := range entries {
+				if p := filepath.Join(d, e.Name()); !e.IsDir() {
+					if _, ok := w.pending[p]; !ok {
+						w.pending[p] = now
+					}
+				}
+			}
+			w.mu.Unlock()
+		}
+	}
+}
+
 func (w *Watcher) watchDir(d string) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -279,22 +299,7 @@ func (w *Watcher) loop(ctx context.Context) {
 				if fi, err := os.Stat(ev.Name); err == nil && fi.IsDir() {
 					// a new project or date folder: watch it, and pick up
 					// files written into it before the watch existed
-					// (resolve again until nothing new: a subfolder made
-					// between a glob and its parent's watch has no event)
-					for added := w.resolve(); len(added) > 0; added = w.resolve() {
-						for _, d := range added {
-							entries, _ := os.ReadDir(d)
-							w.mu.Lock()
-							for _, e := range entries {
-								if !e.IsDir() {
-									if _, ok := w.pending[filepath.Join(d, e.Name())]; !ok {
-										w.pending[filepath.Join(d, e.Name())] = now
-									}
-								}
-							}
-							w.mu.Unlock()
-						}
-					}
+					w.rescan(now)
 				}
 			}
 			if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
@@ -302,8 +307,13 @@ func (w *Watcher) loop(ctx context.Context) {
 				if w.watched[ev.Name] {
 					delete(w.watched, ev.Name)
 					w.mu.Unlock()
+					// drop fsnotify's record of the old folder now: if the
+					// folder is made again before fsnotify reads the old
+					// watch's IN_DELETE_SELF, that late event would remove
+					// the new watch (same path) and its events would be lost
+					_ = w.fw.Remove(ev.Name)
 					w.emit(WatchEvent{Kind: WatchProblem, Path: ev.Name, Message: "watched store directory removed", SeenAt: now})
-					w.resolve()
+					w.rescan(now) // it may already be back, with files in it
 					if !armed {
 						timer.Reset(w.opts.Debounce)
 						armed = true

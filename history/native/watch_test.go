@@ -2,6 +2,7 @@ package native
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -162,4 +163,30 @@ func TestWatchNewFoldersAndCodexCompression(t *testing.T) {
 	os.RemoveAll(filepath.Join(home, ".codex"))
 	next(t, w, func(ev WatchEvent) bool { return ev.Kind == WatchProblem && strings.Contains(ev.Message, "removed") })
 	_ = other
+}
+
+// A store folder deleted and made again (CLI reinstall, cleanup): the loss
+// is reported and sessions written into the new folder are seen.
+func TestWatchFolderRecreated(t *testing.T) {
+	home := t.TempDir()
+	ws := cleanAbs(t.TempDir())
+	enc, _ := ClaudeProjectDirName(ws)
+	proj := filepath.Join(home, ".claude", "projects", enc)
+	writeFile(t, filepath.Join(proj, "s0.jsonl"), claudeSessionLines("s0", ws, "zero", "2026-01-01T00:00:00Z"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w, err := NewWatcher(ctx, WatchOptions{Env: Env{Home: home}, Workspace: ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for i, gone := range []string{proj, filepath.Join(home, ".claude"), proj} {
+		if err := os.RemoveAll(gone); err != nil {
+			t.Fatal(err)
+		}
+		next(t, w, func(ev WatchEvent) bool { return ev.Kind == WatchProblem || ev.Kind == WatchRemoved })
+		p := filepath.Join(proj, fmt.Sprintf("s%d.jsonl", i+1))
+		writeFile(t, p, claudeSessionLines("x", ws, "again", "2026-01-02T00:00:00Z"))
+		next(t, w, kind(WatchChanged, p))
+	}
 }
