@@ -364,6 +364,8 @@ func (c *client) dispatch(ctx context.Context, method string, params json.RawMes
 			return nil, err
 		}
 		return s.respondPermission(p)
+	case MethodSessionsList, MethodSessionsRead, MethodSessionsOpen, MethodSessionsFollow, MethodSessionsUnfollow, MethodExport, MethodImport:
+		return c.dispatchSessions(ctx, method, params, reply)
 	case MethodAgentsList:
 		reg, err := s.registry()
 		if err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ochat-dev/ochat/agents"
 	"github.com/ochat-dev/ochat/history"
+	"github.com/ochat-dev/ochat/history/native"
 )
 
 // Defaults of Options.
@@ -90,6 +91,10 @@ type Options struct {
 	// LoadRegistry returns the agent registry, called on every send and
 	// agents/list; nil means agents.LoadRegistry(UserConfigDir, Workspace).
 	LoadRegistry func() (AgentRegistry, error)
+	// NativeEnv says where the native CLI session stores are (HOME,
+	// CLAUDE_CONFIG_DIR, CODEX_HOME, XDG_DATA_HOME, …); nil means the
+	// process environment. Tests point it at private directories.
+	NativeEnv *native.Env
 }
 
 // AgentRegistry is what the daemon needs of the agent registry;
@@ -124,6 +129,8 @@ type Server struct {
 	idleStop context.CancelFunc // ends the current Serve
 	turns    sync.WaitGroup
 	closed   bool
+
+	native sessionsHub // terminal-started sessions (sessions.go)
 }
 
 // New returns a Server; it does not touch the store until a client asks.
