@@ -109,6 +109,16 @@ async function runCommand(label) {
   }, `command ${label}`, 90000);
 }
 
+/** contextMenu runs a tree item's context-menu entry (hover + Enter: a click right after the menu opens can be ignored). */
+async function contextMenu(row, label) {
+  await row.click({ button: 'right' });
+  const item = page.locator('.context-view .action-item', { hasText: label }).first();
+  await item.waitFor({ timeout: 10000 });
+  await item.hover();
+  await page.keyboard.press('Enter');
+  await page.locator('.context-view .monaco-menu').waitFor({ state: 'detached', timeout: 5000 }).catch(() => undefined);
+}
+
 /** e2e is test() that saves a screenshot of the workbench when the test fails. */
 function e2e(name, fn) {
   test(name, async (t) => {
@@ -198,6 +208,18 @@ e2e('permission inline: answer it, the file is written, open the fileChange diff
   await page.screenshot({ path: join(artifacts, 'e2e-diff.png') });
 });
 
+e2e('working indicator with elapsed time, then Cancel ends the turn as cancelled', async () => {
+  const f = await chatFrame();
+  await f.locator('textarea.input').fill('SLOW 200');
+  await f.locator('textarea.input').press('Enter');
+  await waitFor(async () => /test is working… \d+ (ms|s)/.test(await f.locator('.working').innerText()), 'working indicator');
+  await waitFor(async () => /c3 /.test(await f.locator('.msg.assistant').last().innerText()), 'first chunks');
+  await f.locator('button.cancel').click();
+  await waitFor(async () => (await f.locator('.msg.assistant').last().locator('.badge.cancelled').count()) === 1, 'cancelled badge', 30000);
+  assert.equal(await f.locator('.working.hidden').count(), 1);
+  assert.equal(await f.locator('button.send:not(.hidden)').count(), 1);
+});
+
 e2e('history view lists the conversation', async () => {
   const t0 = Date.now();
   await runCommand('ochat: Refresh History');
@@ -279,8 +301,7 @@ e2e('review this turn: the diff opens, Revert This File undoes the change throug
 e2e('history: open a transcript read-only from the context menu, continue it, rename it', async () => {
   const row = page.locator('.monaco-list-row', { hasText: 'PLAIN hello from code-server' }).first();
   await row.waitFor({ timeout: 30000 });
-  await row.click({ button: 'right' });
-  await page.locator('.context-view .action-label', { hasText: 'Open Transcript' }).first().click();
+  await contextMenu(row, 'Open Transcript');
   const f = await chatFrame();
   await f.locator('.readonly:not(.hidden)').waitFor({ timeout: 30000 });
   assert.equal(await f.locator('.composer.hidden').count(), 1, 'no composer on a read-only transcript');
@@ -289,8 +310,7 @@ e2e('history: open a transcript read-only from the context menu, continue it, re
   await f.locator('.readonly button').click();
   await f.locator('.composer:not(.hidden)').waitFor({ timeout: 10000 });
 
-  await row.click({ button: 'right' });
-  await page.locator('.context-view .action-label', { hasText: 'Rename' }).first().click();
+  await contextMenu(row, 'Rename');
   const input = page.locator('.quick-input-widget input');
   await input.waitFor({ timeout: 10000 });
   await input.fill('renamed in VS Code');
