@@ -80,18 +80,15 @@ end
 -- 2. History picker with 2,000 entries.
 do
   local chat, conn = H.fake_chat()
-  local convs, sessions = {}, {}
+  local sessions = {}
   for i = 1, 1500 do
-    convs[i] = { id = 'c' .. i, title = 'conversation number ' .. i .. ' about the parser and the tests', agents = { 'claude', 'codex' }, createdAt = 1764496000000 + i, updatedAt = 1764496000000 + i * 1000, running = false }
+    sessions[i] = { id = 'c' .. i, kind = 'conversation', title = 'conversation number ' .. i .. ' about the parser and the tests', agents = { 'claude', 'codex' }, createdAt = 1764496000000 + i, updatedAt = 1764496000000 + i * 1000, live = false }
   end
   for i = 1, 500 do
-    sessions[i] = { id = 's' .. i, agent = 'claude', title = 'terminal session ' .. i, updatedAt = 1764496000000 + i * 777, live = i % 50 == 0 }
-  end
-  conn.handlers['ochat/conversations/list'] = function()
-    return { conversations = convs }
+    sessions[1500 + i] = { id = 's' .. i, kind = 'native', agent = 'claude', title = 'terminal session ' .. i, updatedAt = 1764496000000 + i * 777, live = i % 50 == 0, path = '/home/me/.claude/projects/x/s' .. i .. '.jsonl' }
   end
   conn.handlers['ochat/sessions/list'] = function()
-    return { sessions = sessions }
+    return { sessions = sessions, diagnostics = {} }
   end
   local times, cpu = {}, {}
   local orig = vim.ui.select

@@ -291,7 +291,10 @@ describe('e2e with ochatd and the test agent', function()
     end, 5000, 'history open')
     restore()
     eq(nil, opened[1])
-    eq(2, #items)
+    -- Two conversations, plus the terminal-started Claude session of the fixture when the daemon lists sessions.
+    eq(2, #vim.tbl_filter(function(i)
+      return not i:find('^[●○]')
+    end, items), vim.inspect(items))
     assert(items[1]:find('PLAIN another conversation', 1, true), items[1])
     eq(id, chat.conversation_id)
     local text = chat:text()
@@ -346,6 +349,13 @@ describe('e2e with ochatd and the test agent', function()
     for _, want in ipairs({ 'PLAIN: say hello', 'PONG from fake LLM', 'WRITE_FILE ' .. ws .. '/hello.txt', 'Done: created ' .. ws .. '/hello.txt', 'PLAIN: after resume' }) do
       assert(text:find(want, 1, true), 'missing ' .. want .. ' in\n' .. text)
     end
+    assert(text:find('▸ 1 tool', 1, true), 'the Write tool call is shown: ' .. text)
+    -- The next prompt continues it (here with the test agent, through a handoff).
+    local m = turn('PLAIN continued from the editor')
+    eq('completed', m.status)
+    assert(chat.conversation_id, 'the session became a conversation')
+    text = chat:text()
+    assert(text:find('PONG from fake LLM', 1, true) and text:find('continued from the editor\n', 1, true), text)
   end)
 
   it('shows the agent state and its config options in :OChatAgent', function()

@@ -260,7 +260,7 @@ describe('chat details', function()
     local chat, conn = H.fake_chat({ agent = 'codex' })
     chat:open()
     conn:emit('ochat/agentState', { agent = 'codex', usage = { used = 1234, size = 200000 } })
-    conn:emit('ochat/agentState', { agent = 'codex', title = 'named by the agent' })
+    conn:emit('ochat/agentState', { agent = 'codex', title = 'named by\nthe agent ' })
     eq('# named by the agent  ·  codex  ·  context 1% (1234/200000)', api.nvim_buf_get_lines(chat.buf, 0, 1, false)[1])
   end)
 
@@ -569,17 +569,17 @@ describe('diff', function()
 end)
 
 describe('history', function()
-  it('lists conversations and sessions, newest first, live marked, and opens a pick', function()
+  it('lists conversations and terminal sessions, newest first, live marked, and opens a pick', function()
     local chat, conn = H.fake_chat()
-    conn.handlers['ochat/conversations/list'] = function()
-      return { conversations = { { id = 'c1', title = 'old one', agents = { 'claude' }, updatedAt = 1000 }, { id = 'c2', title = 'newer', agents = {}, updatedAt = 3000 } } }
-    end
     conn.handlers['ochat/sessions/list'] = function()
       return {
         sessions = {
-          { id = 's1', agent = 'claude', title = 'from terminal', updatedAt = 2000, live = true },
-          { id = 's2', agent = 'claude', title = 'imported already', updatedAt = 2500, conversationId = 'c2' },
+          { id = 'c2', kind = 'conversation', title = 'newer', agents = {}, updatedAt = 3000, live = false },
+          { id = 's2', kind = 'native', agent = 'claude', title = 'opened already', updatedAt = 2500, conversationId = 'c9', live = false },
+          { id = 's1', kind = 'native', agent = 'claude', title = 'from terminal', updatedAt = 2000, live = true, path = '/x/s1.jsonl' },
+          { id = 'c1', kind = 'conversation', title = 'old one', agents = { 'claude' }, updatedAt = 1000, live = true },
         },
+        diagnostics = {},
       }
     end
     conn.handlers['ochat/subscribe'] = function(p)
@@ -599,16 +599,73 @@ describe('history', function()
       return done
     end, 1000, 'open')
     vim.ui.select = orig
-    eq(3, #items)
-    assert(items[1]:find('newer', 1, true), items[1])
-    assert(items[2]:find('^● .*from terminal.*%[claude%]'), items[2])
-    eq('C', 'C')
+    eq(4, #items)
+    assert(items[1]:find('^  .*newer'), items[1])
+    assert(items[2]:find('^○ .*opened already.*%[claude%]'), items[2])
+    assert(items[3]:find('^● .*from terminal.*%[claude%]'), items[3])
+    assert(items[4]:find('old one.*%(running%)'), items[4])
+    eq(0, #H.requests(conn, 'ochat/conversations/list'), 'the session list names the conversations too')
     eq('c2', chat.conversation_id)
     eq('# newer  ·  claude\n\n## You\nq\n\n## claude · completed\nanswer\n', chat:text())
     eq(false, api.nvim_buf_get_option(chat.buf, 'modifiable'), 'read-only transcript')
   end)
 
-  it('works without ochat/sessions/list', function()
+  it('follows a live terminal session and continues it on the next prompt', function()
+    local chat, conn = H.fake_chat()
+    chat:open()
+    conn.handlers['ochat/sessions/follow'] = function()
+      return {
+        sessionId = 's1',
+        agent = 'claude',
+        path = '/x/s1.jsonl',
+        session = { title = 'from terminal' },
+        messages = { { id = 'n1', role = 'user', content = 'typed in a terminal' } },
+      }
+    end
+    conn.handlers['ochat/sessions/unfollow'] = function()
+      return {}
+    end
+    local done
+    require('ochat.history').open_entry(chat, { kind = 'session', id = 's1', path = '/x/s1.jsonl', live = true, agents = { 'claude' }, title = 'x' }, function()
+      done = true
+    end)
+    wait_for(function()
+      return done
+    end, 1000, 'follow')
+    eq({ path = '/x/s1.jsonl' }, H.requests(conn, 'ochat/sessions/follow')[1])
+    conn:emit('ochat/sessionAppended', {
+      sessionId = 's1',
+      path = '/x/s1.jsonl',
+      reset = false,
+      messages = { { id = 'n2', role = 'assistant', agent = 'claude', status = 'streaming', segments = { { type = 'content', content = 'the terminal answers' } } } },
+    })
+    eq('# from terminal  ·  claude\n\n## You\ntyped in a terminal\n\n## claude …\nthe terminal answers\n', chat:text())
+    conn.handlers['ochat/sessions/open'] = function()
+      return {
+        conversationId = 'c5',
+        conversation = { id = 'c5', title = 'from terminal' },
+        messages = { { id = 'm1', role = 'user', content = 'typed in a terminal' }, { id = 'm2', role = 'assistant', agent = 'claude', status = 'completed', segments = { { type = 'content', content = 'the terminal answers' } } } },
+        created = true,
+      }
+    end
+    conn.handlers['ochat/chat/send'] = function(p)
+      return { conversationId = p.conversationId, userMessageId = 'U', assistantMessageId = 'A', turnId = 'A' }
+    end
+    local sent
+    chat:send('and now from the editor', nil, function(err)
+      sent = { err }
+    end)
+    wait_for(function()
+      return sent
+    end, 1000, 'send')
+    eq(nil, sent[1])
+    eq({ path = '/x/s1.jsonl' }, H.requests(conn, 'ochat/sessions/open')[1])
+    eq({ path = '/x/s1.jsonl' }, H.requests(conn, 'ochat/sessions/unfollow')[1])
+    eq('c5', H.requests(conn, 'ochat/chat/send')[1].conversationId)
+    assert(chat:text():find('## claude · completed\nthe terminal answers\n\n## You\nand now from the editor', 1, true), chat:text())
+  end)
+
+  it('falls back to ochat/conversations/list', function()
     local chat, conn = H.fake_chat()
     conn.handlers['ochat/conversations/list'] = function()
       return { conversations = { { id = 'c1', title = 't', updatedAt = 1 } } }

@@ -92,6 +92,9 @@ function M.get(root)
       s:update_title()
     end
   end)
+  s.conn:on('ochat/sessionAppended', function(p)
+    s:on_session_appended(p)
+  end)
   s.conn:on('ochat/resync', function(p)
     -- We fell behind and were dropped from the live events: take a fresh snapshot.
     if s.conversation_id and p.conversationId == s.conversation_id then
@@ -285,8 +288,19 @@ end
 
 local TOP = 2 -- title line + blank
 
+-- A title on one line (agents name sessions after multi-line prompts), at most 100 bytes.
+local function one_line(t)
+  t = (t or ''):gsub('%s+', ' ')
+  t = vim.trim(t)
+  if #t > 100 then
+    t = t:sub(1, 99) .. '…'
+  end
+  return t
+end
+
 function Chat:title_line()
-  local parts = { '# ' .. ((self.title and self.title ~= '') and self.title or 'ochat') }
+  local t = one_line(self.title)
+  local parts = { '# ' .. (t ~= '' and t or 'ochat') }
   local agent = self:current_agent()
   if agent then
     table.insert(parts, agent)
@@ -305,7 +319,8 @@ function Chat:update_title()
     set_lines(self.buf, 0, 1, { self:title_line() })
   end
   if self.win and api.nvim_win_is_valid(self.win) and util.has_float_title and cfg().ui.layout == 'float' then
-    pcall(api.nvim_win_set_config, self.win, { title = ' ' .. (self.title or 'ochat') .. ' ', title_pos = 'center' })
+    local t = one_line(self.title)
+    pcall(api.nvim_win_set_config, self.win, { title = ' ' .. (t ~= '' and t or 'ochat') .. ' ', title_pos = 'center' })
   end
 end
 
@@ -607,7 +622,8 @@ function Chat:open(opts)
         zindex = 45,
       }
       if util.has_float_title then
-        conf.title = ' ' .. (self.title or 'ochat') .. ' '
+        local t = one_line(self.title)
+        conf.title = ' ' .. (t ~= '' and t or 'ochat') .. ' '
         conf.title_pos = 'center'
       end
       self.win = api.nvim_open_win(self.buf, false, conf)
@@ -749,6 +765,7 @@ end
 
 --- Subscribes to a conversation and shows it; `cb(err)` when done.
 function Chat:subscribe(id, cb)
+  self:unfollow()
   local prev = self.conversation_id
   if prev and prev ~= id then
     self.conn:request('ochat/unsubscribe', { conversationId = prev })
@@ -768,12 +785,90 @@ end
 
 --- Starts a new, empty conversation (the next prompt creates it).
 function Chat:new_conversation()
+  self:unfollow()
   if self.conversation_id then
     self.conn:request('ochat/unsubscribe', { conversationId = self.conversation_id })
   end
   self.conversation_id, self.title = nil, nil
   self.messages, self.by_id = {}, {}
   self:full_render()
+end
+
+-- Terminal-started sessions -----------------------------------------------------------------------------------------
+
+--- Opens a native session as the conversation ochat/sessions/open makes of it (or made before) and subscribes.
+--- `ref` is {sessionId} or {path}. `cb(err)`.
+function Chat:open_native(ref, cb)
+  self.conn:request('ochat/sessions/open', ref, function(err, res)
+    if err then
+      util.notify('open session: ' .. util.err_text(err), vim.log.levels.ERROR)
+      return cb and cb(err)
+    end
+    self:subscribe(res.conversationId, cb)
+  end)
+end
+
+--- Shows a native session that a terminal is still writing, read-only, growing with each ochat/sessionAppended.
+--- The next prompt turns it into a conversation first (see send). `cb(err)`.
+function Chat:follow_native(ref, entry, cb)
+  if self.conversation_id then
+    self.conn:request('ochat/unsubscribe', { conversationId = self.conversation_id })
+  end
+  self:unfollow()
+  self.conn:request('ochat/sessions/follow', ref, function(err, res)
+    if err then
+      util.notify('follow session: ' .. util.err_text(err), vim.log.levels.ERROR)
+      return cb and cb(err)
+    end
+    local session = util.nn(res.session) or {}
+    self.conversation_id = nil
+    self.native = { ref = ref, sessionId = util.nn(res.sessionId), path = util.nn(res.path), agent = util.nn(res.agent) }
+    self.title = util.nn(session.title) or (entry and entry.title) or ''
+    self:set_native_messages(util.nn(res.messages) or {}, true)
+    if cb then
+      cb(nil)
+    end
+  end)
+end
+
+function Chat:set_native_messages(msgs, reset)
+  if reset then
+    self.messages, self.by_id = {}, {}
+  end
+  for _, msg in ipairs(msgs) do
+    if not util.nn(msg.hidden) then
+      local m = render.new_message(msg)
+      local old = self.by_id[m.id]
+      if old then
+        for k in pairs(old) do
+          old[k] = nil
+        end
+        for k, v in pairs(m) do
+          old[k] = v
+        end
+      else
+        table.insert(self.messages, m)
+        self.by_id[m.id] = m
+      end
+    end
+  end
+  self:full_render()
+end
+
+function Chat:on_session_appended(p)
+  local n = self.native
+  if not n or not ((n.sessionId and p.sessionId == n.sessionId) or (n.path and p.path == n.path)) then
+    return
+  end
+  self:set_native_messages(util.nn(p.messages) or {}, util.nn(p.reset) == true)
+end
+
+--- Stops following a native session.
+function Chat:unfollow()
+  if self.native then
+    self.conn:request('ochat/sessions/unfollow', self.native.ref)
+    self.native = nil
+  end
 end
 
 function Chat:on_event(p)
@@ -865,6 +960,21 @@ end
 --- Sends a prompt. `opts.context`: text placed before the prompt (e.g. a visual selection block);
 --- `opts.attachments`: extra attachments. `cb(err, result)` receives the ochat/chat/send result.
 function Chat:send(text, opts, cb)
+  if self.native and not self.conversation_id then
+    -- Continue a followed terminal session: make it a conversation first (the daemon continues it with the same
+    -- agent through session/load, or hands it to the chosen one).
+    local ref = self.native.ref
+    return self.conn:request('ochat/sessions/open', ref, function(err, res)
+      if err then
+        util.notify('continue session: ' .. util.err_text(err), vim.log.levels.ERROR)
+        return cb and cb(err)
+      end
+      self:unfollow()
+      self:load_snapshot({ conversation = res.conversation, messages = res.messages })
+      self.conversation_id = res.conversationId
+      self:send(text, opts, cb)
+    end)
+  end
   opts = opts or {}
   if not opts.context and self.pending_context then
     opts.context, self.pending_context = self.pending_context, nil

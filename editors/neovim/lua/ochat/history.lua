@@ -1,8 +1,11 @@
 -- ochat.history: :OChatHistory.
 --
--- Owns: listing the workspace's conversations (ochat/conversations/list) and, when the daemon has it, its
--- terminal-started agent sessions (ochat/sessions/list; live ones marked) in one vim.ui.select, newest first;
--- opening the pick read-only in the chat window so that the next prompt continues it.
+-- Owns: listing the workspace's conversations and terminal-started agent sessions in one vim.ui.select, newest
+-- first, live ones marked — from ochat/sessions/list (docs/protocol.md "Terminal sessions": native sessions plus the
+-- conversations not opened from one), or from ochat/conversations/list when the daemon has no session index; and
+-- opening the pick in the chat window: a conversation by subscribing, a finished terminal session as the conversation
+-- ochat/sessions/open makes of it, a live one by following it (ochat/sessions/follow) so it grows as the terminal
+-- writes. The transcript is read-only; the next prompt continues it.
 -- Never: reads native session files itself (the daemon does), or writes to them.
 local util = require('ochat.util')
 
@@ -16,7 +19,8 @@ local function ts(ms)
   return os.date('%Y-%m-%d %H:%M', math.floor(ms / 1000))
 end
 
---- One display line per entry.
+--- One display line per entry: `●` a live terminal session, `○` a finished one, `(running)` a conversation with a
+--- turn in flight.
 function M.format(e)
   local title = e.title ~= '' and e.title or '(untitled)'
   title = title:gsub('%s+', ' ')
@@ -24,77 +28,93 @@ function M.format(e)
     title = title:sub(1, 69) .. '…'
   end
   local who = e.agents and #e.agents > 0 and ('[' .. table.concat(e.agents, ',') .. ']') or ''
-  local mark = e.live and '● ' or (e.kind == 'session' and '○ ' or '  ')
+  local mark = '  '
+  if e.kind == 'session' then
+    mark = e.live and '● ' or '○ '
+  end
   return string.format('%s%s  %s  %s%s', mark, ts(e.updatedAt), title, who, e.running and '  (running)' or '')
 end
 
--- Normalises both list shapes into entries {kind, id, title, agents, updatedAt, live, running, raw}.
-local function entries(convs, sessions)
-  local out = {}
-  for _, c in ipairs(convs or {}) do
-    table.insert(out, {
-      kind = 'conversation',
-      id = c.id,
-      title = util.nn(c.title) or '',
-      agents = util.nn(c.agents) or {},
-      updatedAt = util.nn(c.updatedAt) or util.nn(c.createdAt) or 0,
-      running = util.nn(c.running) == true,
-      raw = c,
-    })
-  end
-  local seen = {}
-  for _, e in ipairs(out) do
-    seen[e.id] = true
-  end
+local function conversation_entry(c, running)
+  return {
+    kind = 'conversation',
+    id = c.id,
+    title = util.nn(c.title) or '',
+    agents = util.nn(c.agents) or (util.nn(c.agent) and { c.agent }) or {},
+    updatedAt = util.nn(c.updatedAt) or util.nn(c.createdAt) or 0,
+    running = running == true,
+    raw = c,
+  }
+end
+
+--- Normalises the lists into entries {kind = 'conversation'|'session', id, title, agents, updatedAt, live, running,
+--- raw}, newest first. `sessions` are ochat/sessions/list rows (kind "native" or "conversation"); `convs` are
+--- ochat/conversations/list rows, used for conversations the session list does not name.
+function M.entries(convs, sessions)
+  local out, seen = {}, {}
   for _, s in ipairs(sessions or {}) do
-    -- ochat/sessions/list may also list the daemon's own conversations: show each once.
-    local sid, cid = util.nn(s.id) or util.nn(s.sessionId), util.nn(s.conversationId)
-    if (sid and seen[sid]) or (cid and seen[cid]) then
-      goto continue
+    local id = util.nn(s.id) or util.nn(s.sessionId)
+    if util.nn(s.kind) == 'conversation' then
+      if not seen[id] then
+        seen[id] = true
+        table.insert(out, conversation_entry(s, util.nn(s.live)))
+      end
+    elseif id then
+      local agent = util.nn(s.agent)
+      local cid = util.nn(s.conversationId)
+      if cid then
+        seen[cid] = true -- the session stands for the conversation it was opened as
+      end
+      table.insert(out, {
+        kind = 'session',
+        id = id,
+        title = util.nn(s.title) or '',
+        agents = agent and { agent } or {},
+        updatedAt = util.nn(s.updatedAt) or util.nn(s.createdAt) or 0,
+        live = util.nn(s.live) == true,
+        path = util.nn(s.path),
+        conversationId = cid,
+        raw = s,
+      })
     end
-    local agent = util.nn(s.agent) or util.nn(s.provider)
-    table.insert(out, {
-      kind = 'session',
-      id = util.nn(s.id) or util.nn(s.sessionId),
-      title = util.nn(s.title) or util.nn(s.summary) or util.nn(s.firstPrompt) or '',
-      agents = agent and { agent } or {},
-      updatedAt = util.nn(s.updatedAt) or util.nn(s.modifiedAt) or util.nn(s.createdAt) or 0,
-      live = util.nn(s.live) == true,
-      raw = s,
-    })
-    ::continue::
+  end
+  for _, c in ipairs(convs or {}) do
+    if not seen[c.id] then
+      seen[c.id] = true
+      table.insert(out, conversation_entry(c, util.nn(c.running)))
+    end
   end
   table.sort(out, function(a, b)
     return a.updatedAt > b.updatedAt
   end)
   return out
 end
-M.entries = entries
 
---- Fetches both lists; `cb(entries)` (sessions are skipped when the daemon lacks ochat/sessions/list).
+--- Fetches the entries; `cb(entries)`. Uses ochat/sessions/list, and ochat/conversations/list only when the daemon
+--- has no session index (-32601).
 function M.fetch(chat, cb)
-  local convs, sessions
-  local left = 2
-  local function one()
-    left = left - 1
-    if left == 0 then
-      cb(entries(convs, sessions))
-    end
-  end
-  chat.conn:request('ochat/conversations/list', vim.empty_dict(), function(err, res)
-    if err then
-      util.notify('history: ' .. util.err_text(err), vim.log.levels.ERROR)
-    end
-    convs = res and util.nn(res.conversations) or {}
-    one()
-  end)
   chat.conn:request('ochat/sessions/list', vim.empty_dict(), function(err, res)
-    if err and err.code ~= -32601 then
+    if not err then
+      return cb(M.entries(nil, util.nn(res.sessions) or {}))
+    end
+    if err.code ~= -32601 then
       util.notify('sessions: ' .. util.err_text(err), vim.log.levels.WARN)
     end
-    sessions = res and util.nn(res.sessions) or {}
-    one()
+    chat.conn:request('ochat/conversations/list', vim.empty_dict(), function(err2, res2)
+      if err2 then
+        util.notify('history: ' .. util.err_text(err2), vim.log.levels.ERROR)
+      end
+      cb(M.entries(res2 and util.nn(res2.conversations) or {}, nil))
+    end)
   end)
+end
+
+--- The params naming a native session for ochat/sessions/* (its file when known: ids may repeat across CLIs).
+function M.session_ref(e)
+  if e.path and e.path:sub(1, 1) == '/' then
+    return { path = e.path }
+  end
+  return { sessionId = e.id }
 end
 
 --- Opens an entry in the chat window (read-only transcript; the next prompt continues it). `cb(err)`.
@@ -104,26 +124,13 @@ function M.open_entry(chat, e, cb)
     chat:open({ focus = 'chat' })
     return
   end
-  local params = { sessionId = e.id }
-  if e.agents[1] then
-    params.agent = e.agents[1]
-  end
-  chat.conn:request('ochat/sessions/open', params, function(err, res)
-    if err then
-      util.notify('open session: ' .. util.err_text(err), vim.log.levels.ERROR)
-      return cb and cb(err)
-    end
-    local cid = util.nn(res.conversationId) or (type(res.conversation) == 'table' and res.conversation.id)
-    if res.messages and not cid then
-      -- A read-only view of a native session that the daemon did not import.
-      chat:load_snapshot(res)
-      chat.conversation_id = nil
-      chat:open({ focus = 'chat' })
-      return cb and cb(nil)
-    end
-    chat:subscribe(cid, cb)
+  if e.live and not e.conversationId then
+    chat:follow_native(M.session_ref(e), e, cb)
     chat:open({ focus = 'chat' })
-  end)
+    return
+  end
+  chat:open_native(M.session_ref(e), cb)
+  chat:open({ focus = 'chat' })
 end
 
 --- :OChatHistory
