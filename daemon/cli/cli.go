@@ -1,5 +1,6 @@
 // Package cli is the ochatd command line: flags and subcommands (serve,
-// connect, agents, chat, conversations, show, doctor). Every subcommand that
+// connect, agents, chat, conversations, show, sessions, export, import,
+// validate, doctor). Every subcommand that
 // reads or changes state is a client of the workspace daemon over its socket
 // (started on demand, as `ochatd connect` does), so the CLI exercises the
 // same path as the editors.
@@ -47,7 +48,11 @@ func Main(ctx context.Context, env *Env, args []string, extra ...Command) int {
 		{"agents", "list agents, whether they can start, and how to install them", runAgents},
 		{"chat", "run one prompt turn and stream the answer", runChat},
 		{"conversations", "list the workspace's conversations, newest first", runConversations},
-		{"show", "print a stored conversation", runShow},
+		{"show", "print a conversation, or a terminal session's transcript (native id or session file)", runShowRef},
+		{"sessions", "list terminal-started sessions and conversations, newest first", runSessions},
+		{"export", "export a conversation or terminal session (--format events|markdown|json, -o FILE)", runExport},
+		{"import", "import a session event log as a new conversation (--title T)", runImport},
+		{"validate", "check a session event log; one line per violation, exit 1 if any", runValidate},
 		{"doctor", "check what ochat needs and say how to fix what is missing", runDoctor},
 	}
 	cmds = append(cmds, extra...)

@@ -343,6 +343,7 @@ func runDoctor(ctx context.Context, env *Env, args []string) int {
 			st.Close()
 		}
 	}
+	doctorNative(ctx, env, ws, ok, bad, note)
 	cfg, err := os.UserConfigDir()
 	if err != nil {
 		bad("set XDG_CONFIG_HOME or HOME", "config dir: %v", err)
