@@ -166,8 +166,8 @@ func TestEditorFaults(t *testing.T) {
 		if err := f.run(ctxFor(t, time.Minute), nil); err != nil {
 			t.Fatal(err)
 		}
-		if f.final.Type != transcript.EvTurnCompleted || text(f.m) != scriptOutput("SLOW 20") {
-			t.Fatalf("turn after a subscriber vanished: %+v", f.final)
+		if f.m.Status != transcript.StatusCompleted || text(f.m) != scriptOutput("SLOW 20") {
+			t.Fatalf("turn after a subscriber vanished: %s %+v", f.m.Status, f.final)
 		}
 		healthy(t, w, d, "clients that vanished")
 	})
@@ -185,8 +185,8 @@ func TestEditorFaults(t *testing.T) {
 			t.Fatalf("the sender was blocked by a client that never reads: %v", err)
 		}
 		want := scriptOutput("FLOOD 100000")
-		if f.final.Type != transcript.EvTurnCompleted || text(f.m) != want {
-			t.Fatalf("sender's view: %+v, %d bytes", f.final, len(text(f.m)))
+		if f.m.Status != transcript.StatusCompleted || text(f.m) != want {
+			t.Fatalf("sender's view: %s, %d bytes", f.m.Status, len(text(f.m)))
 		}
 		mid := stats(t, d.pid())
 		// Now the stalled client reads what was queued for it: a bounded
@@ -219,7 +219,7 @@ func TestEditorFaults(t *testing.T) {
 			t.Fatalf("resynchronised snapshot: running %v, last %s %s %d bytes", sub.Running != nil, last.ID, last.Status, len(text(last)))
 		}
 		figure(t, "client that never reads: sender finished 100,000 events unblocked (resynced %d times); the stalled client got %d events then ochat/resync; daemon %v", f.resyncs, notes, mid)
-		if notes > daemon.DefaultClientQueue+1000 {
+		if notes > daemon.DefaultClientQueue+4000 { // + what the socket buffers hold
 			t.Errorf("stalled client was queued %d events, more than the %d bound", notes, daemon.DefaultClientQueue)
 		}
 		healthy(t, w, d, "a client that never reads")

@@ -19,7 +19,8 @@ import (
 //	init-exit      writes a line to stderr and exits with status 4 on initialize
 //	init-hang      never answers initialize
 //	new-hang       never answers session/new
-//	new-hang-once  never answers the first session/new; answers later ones
+//	new-hang-once  never answers the first session/new of the first process
+//	               (remembered in the file $OCHAT_FAULT_STATE); answers later ones
 //
 // Prompts are scripted by their first word (the last text block wins):
 //
@@ -85,8 +86,16 @@ func runFakeAgent(mode string, in io.Reader, out, stderr io.Writer) int {
 			reply(m.ID, map[string]any{"protocolVersion": 1, "agentCapabilities": map[string]any{"loadSession": false}, "authMethods": []any{}})
 		case "session/new":
 			sessions++
-			if mode == "new-hang" || (mode == "new-hang-once" && sessions == 1) {
+			if mode == "new-hang" {
 				continue
+			}
+			if mode == "new-hang-once" {
+				if st := os.Getenv(fakeStateEnv); st != "" {
+					if _, err := os.Stat(st); err != nil {
+						os.WriteFile(st, nil, 0o600)
+						continue
+					}
+				}
 			}
 			sid := "fake-" + strconv.Itoa(sessions)
 			known[sid] = true

@@ -26,6 +26,10 @@ import (
 // agent (fakeagent_test.go) instead of running tests.
 const fakeAgentEnv = "OCHAT_FAULT_AGENT"
 
+// fakeStateEnv names a file the fake agent may create to remember, across
+// its processes, that it already misbehaved once.
+const fakeStateEnv = "OCHAT_FAULT_STATE"
+
 func TestMain(m *testing.M) {
 	if mode := os.Getenv(fakeAgentEnv); mode != "" {
 		os.Exit(runFakeAgent(mode, os.Stdin, os.Stdout, os.Stderr))
@@ -124,7 +128,7 @@ func newWorld(t testing.TB, fakes map[string]string) *world {
 		t.Fatal(err)
 	}
 	for name, mode := range fakes {
-		w.agents[name] = agentEntry{Command: self, Args: []string{"-test.run=^$"}, Env: map[string]string{fakeAgentEnv: mode}}
+		w.agents[name] = agentEntry{Command: self, Args: []string{"-test.run=^$"}, Env: map[string]string{fakeAgentEnv: mode, fakeStateEnv: filepath.Join(root, "fake-"+name)}}
 	}
 	b, _ := json.MarshalIndent(map[string]any{"agent_servers": w.agents}, "", "  ")
 	if err := os.WriteFile(filepath.Join(root, "config", "ochat", "settings.json"), b, 0o600); err != nil {
@@ -152,7 +156,7 @@ func cleanEnv() []string {
 	var out []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
-		if k == "HOME" || strings.HasPrefix(k, "XDG_") || k == fakeAgentEnv {
+		if k == "HOME" || strings.HasPrefix(k, "XDG_") || k == fakeAgentEnv || k == fakeStateEnv {
 			continue
 		}
 		out = append(out, kv)
@@ -484,7 +488,7 @@ type follower struct {
 	m       transcript.Message
 	last    int64 // seq of the last applied event
 	done    bool
-	final   transcript.Event // terminal event, if seen live
+	final   transcript.Event // terminal event, if seen live (m.Status tells the end either way)
 	resyncs int
 	events  int // live events applied
 }
