@@ -31,7 +31,9 @@ do
   vim.env.CLAUDE_CONFIG_DIR = dir('claude')
   local proj = dir('claude/projects/' .. ws:gsub('[^%w]', '-'))
   local text = H.read('tests/fixtures/claude/' .. claude_session .. '.jsonl')
-  H.write(proj .. '/' .. claude_session .. '.jsonl', (text:gsub('/home/dev/project', ws)))
+  -- Moved into the current minute (all its records are from 09:20), so the daemon lists it as live.
+  text = text:gsub('/home/dev/project', ws):gsub('2026%-11%-30T09:20:', os.date('!%Y-%m-%dT%H:%M:'))
+  H.write(proj .. '/' .. claude_session .. '.jsonl', text)
 end
 H.write(vim.env.XDG_CONFIG_HOME .. '/ochat/settings.json', vim.json.encode({ agent_servers = { test = { command = bin .. '/testagent' } } }))
 
@@ -292,10 +294,11 @@ describe('e2e with ochatd and the test agent', function()
     restore()
     eq(nil, opened[1])
     -- Two conversations, plus the terminal-started Claude session of the fixture when the daemon lists sessions.
-    eq(2, #vim.tbl_filter(function(i)
-      return not i:find('^[●○]')
-    end, items), vim.inspect(items))
-    assert(items[1]:find('PLAIN another conversation', 1, true), items[1])
+    local convs = vim.tbl_filter(function(i)
+      return not (i:find('^●') or i:find('^○'))
+    end, items)
+    eq(2, #convs, vim.inspect(items))
+    assert(convs[1]:find('PLAIN another conversation', 1, true), convs[1])
     eq(id, chat.conversation_id)
     local text = chat:text()
     assert(text:find('## You\nPLAIN hello streaming world\n\n## test · completed', 1, true), text)
@@ -350,6 +353,30 @@ describe('e2e with ochatd and the test agent', function()
       assert(text:find(want, 1, true), 'missing ' .. want .. ' in\n' .. text)
     end
     assert(text:find('▸ 1 tool', 1, true), 'the Write tool call is shown: ' .. text)
+    -- Just written, the session counts as live: it is followed, and a turn the terminal appends shows up here.
+    assert(chat.native, 'a live session is followed')
+    local file = vim.env.CLAUDE_CONFIG_DIR .. '/projects/' .. ws:gsub('[^%w]', '-') .. '/' .. claude_session .. '.jsonl'
+    local user, answer
+    for _, l in ipairs(vim.split(H.read(file), '\n', { trimempty = true })) do
+      local rec = vim.json.decode(l)
+      if rec.uuid == 'f52c1170-5044-4bca-90b1-b2e84dc3eba6' then
+        user = rec
+      elseif rec.uuid == '5a201b93-63e2-4896-92b4-6710e8939a81' then
+        answer = rec
+      end
+    end
+    user.parentUuid, user.uuid = answer.uuid, 'f52c1170-0000-4000-8000-000000000001'
+    user.message.content[1].text = 'PLAIN: typed while following'
+    answer.parentUuid, answer.uuid = user.uuid, '5a201b93-0000-4000-8000-000000000002'
+    answer.message.id = 'msg_fake_8'
+    answer.message.content[1].text = 'PONG while following'
+    local f = assert(io.open(file, 'ab'))
+    f:write(vim.json.encode(user) .. '\n' .. vim.json.encode(answer) .. '\n')
+    f:close()
+    wait_for(function()
+      return chat:text():find('PONG while following', 1, true) ~= nil
+    end, 5000, 'the appended turn')
+    assert(chat:text():find('## You\nPLAIN: typed while following', 1, true), chat:text())
     -- The next prompt continues it (here with the test agent, through a handoff).
     local m = turn('PLAIN continued from the editor')
     eq('completed', m.status)
