@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -204,6 +205,13 @@ func (s *Server) subscribe(c *client, id string, reply jsonrpc2.Replier) (any, e
 			}
 		}
 	}
+	res.AgentStates = []AgentStateParams{}
+	for k, sl := range s.slots {
+		if k.conv == id && sl.sessionID != "" {
+			res.AgentStates = append(res.AgentStates, AgentStateParams{ConversationID: id, Agent: k.agent, State: sl.state})
+		}
+	}
+	slices.SortFunc(res.AgentStates, func(a, b AgentStateParams) int { return strings.Compare(a.Agent, b.Agent) })
 	t.subs[c] = struct{}{}
 	c.subs[id] = struct{}{}
 	c.queueReply(reply, res, nil)

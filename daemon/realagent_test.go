@@ -88,6 +88,10 @@ func TestRealAgentPlain(t *testing.T) {
 	if !sawState {
 		t.Error("no ochat/agentState notification")
 	}
+	sub := call[SubscribeResult](t, e.dial("late"), MethodSubscribe, ConversationParams{ConversationID: res.ConversationID})
+	if len(sub.AgentStates) != 1 || sub.AgentStates[0].Agent != "test" || len(sub.AgentStates[0].Commands) == 0 || sub.AgentStates[0].Usage == nil {
+		t.Fatalf("late subscriber's agent states %+v", sub.AgentStates)
+	}
 	got := call[GetConversationResult](t, c, MethodConversationsGet, ConversationParams{ConversationID: res.ConversationID})
 	var assistants int
 	for _, m := range got.Messages {

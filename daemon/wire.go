@@ -173,6 +173,10 @@ type SubscribeResult struct {
 	Messages     []transcript.Message `json:"messages"`
 	Running      *RunningTurn         `json:"running,omitempty"`
 	Permissions  []PermissionParams   `json:"permissions"`
+	// AgentStates is the last known state of each agent process live for
+	// this conversation (what ochat/agentState reported so far, merged),
+	// sorted by agent name.
+	AgentStates []AgentStateParams `json:"agentStates"`
 }
 
 // EventParams are an ochat/event notification's params.
