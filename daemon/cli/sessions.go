@@ -254,7 +254,7 @@ func doctorNative(ctx context.Context, env *Env, ws string, ok func(format strin
 		}
 		switch {
 		case count[agent] > 0:
-			ok("native store %s: %d sessions of this workspace", agent, count[agent])
+			ok("native store %s: sessions of this workspace: %d", agent, count[agent])
 		case warned:
 		case len(missing) > 0:
 			note("native store %s: not found (%s)", agent, strings.Join(missing, ", "))
