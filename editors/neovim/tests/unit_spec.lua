@@ -270,10 +270,18 @@ describe('chat details', function()
     conn.handlers['ochat/subscribe'] = function()
       return { conversation = { id = 'C1', title = 'again' }, messages = { { id = 'U1', role = 'user', content = 'hi' } } }
     end
+    conn.handlers['ochat/subscribe'] = function()
+      return {
+        conversation = { id = 'C1', title = 'again' },
+        messages = { { id = 'U1', role = 'user', content = 'hi' } },
+        agentStates = { { conversationId = 'C1', agent = 'test', usage = { used = 5, size = 10 } } },
+      }
+    end
     conn:emit('ochat/resync', { conversationId = 'C1', reason = 'slow client' })
     wait_for(function()
       return chat.title == 'again'
     end, 1000, 'snapshot')
+    eq(5, chat.agent_state.test.usage.used, 'agent states of the snapshot')
     eq({ conversationId = 'C1' }, H.requests(conn, 'ochat/subscribe')[1])
   end)
 

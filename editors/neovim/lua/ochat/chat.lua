@@ -80,12 +80,7 @@ function M.get(root)
   end)
   s.conn:on('ochat/agentState', function(p)
     if p.conversationId == s.conversation_id or not s.conversation_id then
-      -- Partial updates: a present field replaces, a missing one keeps the earlier value.
-      local st = s.agent_state[p.agent or ''] or {}
-      for k, v in pairs(p) do
-        st[k] = v
-      end
-      s.agent_state[p.agent or ''] = st
+      s:merge_agent_state(p)
       if p.title and p.title ~= vim.NIL then
         s.title = p.title
       end
@@ -108,6 +103,15 @@ function M.get(root)
   end)
   require('ochat.permission').attach(s)
   return s
+end
+
+-- Merges ochat/agentState params: a present field replaces, a missing one keeps the earlier value.
+function Chat:merge_agent_state(p)
+  local st = self.agent_state[p.agent or ''] or {}
+  for k, v in pairs(p) do
+    st[k] = v
+  end
+  self.agent_state[p.agent or ''] = st
 end
 
 --- Stops every chat (tests).
@@ -756,6 +760,10 @@ function Chat:load_snapshot(res)
     if type(last) == 'number' and last > m.last_seq then
       m.last_seq = last
     end
+  end
+  -- What earlier ochat/agentState notifications said, for a late subscriber (merged per agent).
+  for _, st in ipairs(util.nn(res.agentStates) or {}) do
+    self:merge_agent_state(st)
   end
   self:full_render()
   for _, p in ipairs(util.nn(res.permissions) or {}) do
