@@ -9,5 +9,6 @@ cd "$ROOT"
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)  cores: $(nproc)"
 go test ./daemon -run '^$' -bench 'EventLatency|Throughput|FloodACP' -benchtime 20000x | grep -E 'ns/op'
 go test ./daemon -run '^$' -bench 'SubscribeReplay10k' -benchtime 20x | grep -E 'ns/op'
+go test ./daemon -run '^$' -bench 'Emit' -benchtime 200000x | grep -E 'ns/op'
 go test ./cmd/ochatd -run '^$' -bench 'ConnectInitialize|IdleRSS' -benchtime 20x | grep -E 'ns/op'
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ochat-dev/ochat/transcript"
 )
 
 // BenchmarkEventLatency measures the daemon's overhead per live event: from
@@ -181,4 +183,44 @@ func BenchmarkEventLatencyRaw(b *testing.B) {
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 	b.ReportMetric(float64(lat[len(lat)-1].Microseconds()), "max-µs")
+}
+
+// BenchmarkEmit is the daemon's CPU cost per live event without any I/O:
+// numbering, reduction into the assistant message, replay buffer, marshal +
+// framing, and queueing to subscribers (1 and 3 clients). ns/op and
+// allocs/op are per event.
+func BenchmarkEmit(b *testing.B) {
+	for _, clients := range []int{1, 3} {
+		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
+			s := New(Options{ClientQueue: 1 << 30, BufferCap: 1 << 30})
+			t := s.topicLocked("c")
+			var cs []*client
+			for i := 0; i < clients; i++ {
+				c := newClient(s, nil)
+				t.subs[c] = struct{}{}
+				cs = append(cs, c)
+			}
+			r := &run{s: s, convID: "c", turnID: "t", agent: "a", kick: make(chan struct{}, 1), urgent: make(chan struct{}, 1),
+				red: transcript.NewReducer(transcript.Message{ID: "t", Role: transcript.RoleAssistant})}
+			t.run = r
+			ev := transcript.Event{Type: transcript.EvContentDelta, Delta: "some streamed words "}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				s.mu.Lock()
+				s.emitLocked(r, ev)
+				s.mu.Unlock()
+				if i%4096 == 0 {
+					for _, c := range cs {
+						c.mu.Lock()
+						c.queue, c.notes = c.queue[:0], 0
+						c.mu.Unlock()
+					}
+					s.mu.Lock()
+					r.events = r.events[:0]
+					s.mu.Unlock()
+				}
+			}
+		})
+	}
 }
