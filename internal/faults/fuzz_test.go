@@ -23,6 +23,7 @@ import (
 	"github.com/ochat-dev/ochat/agents"
 	"github.com/ochat-dev/ochat/daemon"
 	"github.com/ochat-dev/ochat/history"
+	"github.com/ochat-dev/ochat/history/native"
 	"github.com/ochat-dev/ochat/transcript"
 )
 
@@ -31,7 +32,10 @@ import (
 // dispatcher) and require, for every input, a JSON-RPC result or error that
 // is not an internal error — never a crash, a hang (10 s) or a -32603. The
 // string $CONV in an input is replaced by the id of a stored conversation
-// with one finished turn, so that inputs reach past the not-found checks.
+// with one finished turn, and $SESSIONPATH by the path of a Claude Code
+// session of the workspace (native session id "fz1"), so that inputs reach
+// past the not-found checks; "$EVENTS" (quoted) becomes the event log of
+// that conversation as a JSON string (ochat/export's content).
 // Agents are an in-process fake (echoAgent): no process is spawned.
 //
 // Seed corpora: testdata/fuzz/<target>/. Run one target for a bounded
@@ -87,9 +91,11 @@ func (echoRegistry) Default() string { return "echo" }
 
 // fuzzServer is one daemon per fuzz process.
 type fuzzServer struct {
-	dir  string
-	sock string
-	conv string
+	dir     string
+	sock    string
+	conv    string
+	session string // a Claude Code session file of the workspace
+	events  []byte // the fixture conversation's event log, a JSON string
 
 	mu  sync.Mutex // one request at a time on conn
 	raw *rawConn
@@ -118,8 +124,21 @@ func startFuzzServer() (*fuzzServer, error) {
 		return nil, err
 	}
 	fs := &fuzzServer{dir: dir, sock: filepath.Join(dir, "s.sock")}
+	if dir, err = filepath.EvalSymlinks(dir); err != nil {
+		return nil, err
+	}
+	fs.dir, fs.sock = dir, filepath.Join(dir, "s.sock")
 	ws := filepath.Join(dir, "ws")
 	if err := os.MkdirAll(ws, 0o700); err != nil {
+		return nil, err
+	}
+	home := filepath.Join(dir, "home")
+	enc, _ := native.ClaudeProjectDirName(ws)
+	fs.session = filepath.Join(home, ".claude", "projects", enc, "fz1.jsonl")
+	if err := os.MkdirAll(filepath.Dir(fs.session), 0o700); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(fs.session, claudeLines("fz1", ws, 0, 4), 0o600); err != nil {
 		return nil, err
 	}
 	st, err := history.Open(filepath.Join(dir, "state", "ochat.db"))
@@ -128,6 +147,7 @@ func startFuzzServer() (*fuzzServer, error) {
 	}
 	srv := daemon.New(daemon.Options{
 		Workspace: ws, Store: st,
+		NativeEnv:    &native.Env{Home: home},
 		Logger:       slog.New(slog.DiscardHandler),
 		LoadRegistry: func() (daemon.AgentRegistry, error) { return echoRegistry{}, nil },
 		StartAgent: func(ctx context.Context, spec agents.Spec, o agents.Options) (daemon.AgentConn, error) {
@@ -159,6 +179,13 @@ func startFuzzServer() (*fuzzServer, error) {
 	var res daemon.SendResult
 	json.Unmarshal(m.Result, &res)
 	fs.conv = res.ConversationID
+	m, err = fs.request(daemon.MethodExport, []byte(`{"conversationId":"`+fs.conv+`"}`))
+	if err != nil || m.Error != nil {
+		return nil, fmt.Errorf("fixture export: %v %+v", err, m.Error)
+	}
+	var ex daemon.ExportConversationResult
+	json.Unmarshal(m.Result, &ex)
+	fs.events, _ = json.Marshal(ex.Content)
 	return fs, nil
 }
 
@@ -194,6 +221,8 @@ func fuzzParams(f *testing.F, method string, seeds ...string) {
 	f.Fuzz(func(t *testing.T, in []byte) {
 		fs := fuzzFixture(t)
 		p := bytes.ReplaceAll(in, []byte("$CONV"), []byte(fs.conv))
+		p = bytes.ReplaceAll(p, []byte("$SESSIONPATH"), []byte(fs.session))
+		p = bytes.ReplaceAll(p, []byte(`"$EVENTS"`), fs.events)
 		if !json.Valid(p) {
 			p, _ = json.Marshal(string(p)) // still a params value: a string
 		}
@@ -260,6 +289,36 @@ func FuzzPermissionRespond(f *testing.F) {
 
 func FuzzAgentsList(f *testing.F) {
 	fuzzParams(f, daemon.MethodAgentsList, `{"workspace":"/"}`)
+}
+
+func FuzzSessionsList(f *testing.F) {
+	fuzzParams(f, daemon.MethodSessionsList, `{"refresh":true}`)
+}
+
+func FuzzSessionsRead(f *testing.F) {
+	fuzzParams(f, daemon.MethodSessionsRead, `{"sessionId":"fz1"}`, `{"path":"$SESSIONPATH"}`, `{"path":"/etc/passwd"}`,
+		`{"path":"relative.jsonl"}`, `{"sessionId":"fz1","path":"$SESSIONPATH"}`, `{"sessionId":"../fz1"}`, `{"path":"$SESSIONPATH/../../../../etc/passwd"}`)
+}
+
+func FuzzSessionsOpen(f *testing.F) {
+	fuzzParams(f, daemon.MethodSessionsOpen, `{"sessionId":"fz1"}`, `{"path":"$SESSIONPATH"}`, `{"sessionId":"nope"}`)
+}
+
+func FuzzSessionsFollow(f *testing.F) {
+	fuzzParams(f, daemon.MethodSessionsFollow, `{"sessionId":"fz1"}`, `{"path":"$SESSIONPATH"}`, `{"path":"/dev/zero"}`)
+}
+
+func FuzzSessionsUnfollow(f *testing.F) {
+	fuzzParams(f, daemon.MethodSessionsUnfollow, `{"sessionId":"fz1"}`, `{"path":"$SESSIONPATH"}`, `{"sessionId":"never-followed"}`)
+}
+
+func FuzzExport(f *testing.F) {
+	fuzzParams(f, daemon.MethodExport, `{"conversationId":"$CONV"}`, `{"sessionId":"fz1"}`, `{"path":"$SESSIONPATH","format":"markdown"}`,
+		`{"conversationId":"$CONV","format":"nope"}`, `{"conversationId":"$CONV","sessionId":"fz1"}`)
+}
+
+func FuzzImport(f *testing.F) {
+	fuzzParams(f, daemon.MethodImport, `{"events":"$EVENTS"}`, `{"events":"$EVENTS","title":"again"}`, `{"events":[]}`, `{"events":""}`, `{"events":"{\"type\":\"x\"}\n"}`, `{"events":[{"type":"conversation.created"}],"title":"t"}`, `{"events":7}`)
 }
 
 // FuzzInitialize sends arbitrary initialize params on a fresh connection.
