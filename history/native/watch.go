@@ -289,7 +289,34 @@ func (w *Watcher) loop(ctx context.Context) {
 			if !ok {
 				return
 			}
-			w.emit(WatchEvent{Kind: WatchProblem, Message: fmt.Sprintf("file watcher: %v", err), SeenAt: time.Now().UnixMilli()})
+			now := time.Now().UnixMilli()
+			w.emit(WatchEvent{Kind: WatchProblem, Message: fmt.Sprintf("file watcher: %v", err), SeenAt: now})
+			if errors.Is(err, fsnotify.ErrEventOverflow) {
+				// events were lost: look at every file of every watched folder
+				w.mu.Lock()
+				dirs := make([]string, 0, len(w.watched))
+				for d := range w.watched {
+					dirs = append(dirs, d)
+				}
+				w.mu.Unlock()
+				for _, d := range dirs {
+					entries, _ := os.ReadDir(d)
+					w.mu.Lock()
+					for _, e := range entries {
+						if p := filepath.Join(d, e.Name()); !e.IsDir() {
+							if _, ok := w.pending[p]; !ok {
+								w.pending[p] = now
+							}
+						}
+					}
+					w.mu.Unlock()
+				}
+				w.rescan(now)
+				if !armed {
+					timer.Reset(w.opts.Debounce)
+					armed = true
+				}
+			}
 		case ev, ok := <-w.fw.Events:
 			if !ok {
 				return

@@ -15,7 +15,7 @@ import (
 // speed.
 func next(t *testing.T, w *Watcher, pred func(WatchEvent) bool) WatchEvent {
 	t.Helper()
-	deadline := time.After(10 * time.Second)
+	deadline := time.After(30 * time.Second)
 	for {
 		select {
 		case ev, ok := <-w.Events():
