@@ -180,7 +180,8 @@ type sessionsHub struct {
 	w        *native.Watcher
 	startErr error
 
-	listMu sync.Mutex   // one listing at a time
+	listMu sync.Mutex   // one listing at a time; guards cache
+	cache  *nativeCache // created on first listing
 	parsed atomic.Int64 // session files parsed by listings (cache misses)
 	openMu sync.Mutex   // one open at a time: one conversation per native session
 
@@ -429,50 +430,120 @@ func (h *sessionsHub) deliver(s *Server, ev native.WatchEvent) {
 	}
 }
 
-// nativeCache is the listing cache: history's native index entries (bbolt),
-// counting parses (misses) and remembering which keys a listing used so
-// entries of file versions that no longer exist can be pruned.
+// nativeCache is the listing cache (native.Cache): parsed metadata keyed by
+// file identity (agent, workspace, path, size, mtime), held in memory and
+// persisted in history's native index entries (bbolt), so a warm listing
+// parses nothing and, after a restart, reads the entries in one
+// transaction. New entries are written to bbolt after the listing, off the
+// request path; entries a complete listing did not use (older versions of
+// changed files, deleted files) are pruned.
 type nativeCache struct {
 	st     *history.Store
-	parsed *atomic.Int64
-	mu     sync.Mutex
-	used   map[string]bool
-	puts   int
+	parsed *atomic.Int64 // files parsed (cache misses) since start
+
+	mu      sync.Mutex
+	loaded  bool
+	mem     map[string][]byte
+	dirty   map[string][]byte // not yet in bbolt
+	deleted map[string]bool   // to delete from bbolt
+	flushMu sync.Mutex        // one flush at a time
+	flushes sync.WaitGroup    // flushes under way (tests wait for them)
 }
 
-// Get implements native.Cache.
-func (c *nativeCache) Get(key string) ([]byte, bool) {
-	v, err := c.st.IndexEntry(key)
-	if err != nil {
-		return nil, false
+func (c *nativeCache) loadLocked() {
+	if c.loaded {
+		return
 	}
-	c.mu.Lock()
-	c.used[key] = true
-	c.mu.Unlock()
-	return v, true
-}
-
-// Put implements native.Cache: called once per parsed file.
-func (c *nativeCache) Put(key string, v []byte) {
-	c.parsed.Add(1)
-	c.mu.Lock()
-	c.used[key] = true
-	c.puts++
-	c.mu.Unlock()
-	_ = c.st.PutIndexEntry(key, v) // the cache is only an optimisation
-}
-
-// prune deletes the listing's native entries it did not use (older versions
-// of files that changed, files that are gone).
-func (c *nativeCache) prune() {
-	var stale []string
-	_ = c.st.ForEachIndexEntry(func(k string, _ []byte) error {
-		if strings.HasPrefix(k, "native/") && !c.used[k] {
-			stale = append(stale, k)
+	c.loaded = true
+	c.mem, c.dirty, c.deleted = map[string][]byte{}, map[string][]byte{}, map[string]bool{}
+	_ = c.st.ForEachIndexEntry(func(k string, v []byte) error {
+		if strings.HasPrefix(k, "native/") {
+			c.mem[k] = append([]byte(nil), v...)
 		}
 		return nil
 	})
-	for _, k := range stale {
+}
+
+// listing is one listing's view of the cache: it records the keys used.
+type listing struct {
+	c    *nativeCache
+	mu   sync.Mutex
+	used map[string]bool
+	puts int
+}
+
+func (c *nativeCache) begin() *listing {
+	c.mu.Lock()
+	c.loadLocked()
+	c.mu.Unlock()
+	return &listing{c: c, used: map[string]bool{}}
+}
+
+// Get implements native.Cache.
+func (l *listing) Get(key string) ([]byte, bool) {
+	l.c.mu.Lock()
+	v, ok := l.c.mem[key]
+	l.c.mu.Unlock()
+	if ok {
+		l.mu.Lock()
+		l.used[key] = true
+		l.mu.Unlock()
+	}
+	return v, ok
+}
+
+// Put implements native.Cache: called once per parsed file.
+func (l *listing) Put(key string, v []byte) {
+	l.c.parsed.Add(1)
+	l.mu.Lock()
+	l.used[key] = true
+	l.puts++
+	l.mu.Unlock()
+	l.c.mu.Lock()
+	l.c.mem[key] = v
+	l.c.dirty[key] = v
+	delete(l.c.deleted, key)
+	l.c.mu.Unlock()
+}
+
+// end prunes the entries a complete listing did not use and writes the
+// changes to bbolt in the background.
+func (l *listing) end(complete bool) {
+	c := l.c
+	c.mu.Lock()
+	if complete {
+		for k := range c.mem {
+			if !l.used[k] {
+				delete(c.mem, k)
+				delete(c.dirty, k)
+				c.deleted[k] = true
+			}
+		}
+	}
+	work := len(c.dirty) > 0 || len(c.deleted) > 0
+	c.mu.Unlock()
+	if work {
+		c.flushes.Add(1)
+		go func() {
+			defer c.flushes.Done()
+			c.flush()
+		}()
+	}
+}
+
+// flush writes pending entries to bbolt (errors are ignored: the cache is
+// only an optimisation).
+func (c *nativeCache) flush() {
+	c.flushMu.Lock()
+	defer c.flushMu.Unlock()
+	c.mu.Lock()
+	dirty, deleted := c.dirty, c.deleted
+	c.dirty, c.deleted = map[string][]byte{}, map[string]bool{}
+	c.mu.Unlock()
+	for k, v := range dirty {
+		_ = c.st.PutIndexEntry(k, v)
+	}
+	for k := range deleted {
 		_ = c.st.DeleteIndexEntry(k)
 	}
 }
@@ -485,12 +556,13 @@ func (s *Server) listSessions(ctx context.Context, c *client) (any, error) {
 		s.log.Debug("listing without a watcher", "err", err)
 	}
 	h := &s.native
-	cache := &nativeCache{st: s.store, parsed: &h.parsed, used: map[string]bool{}}
 	h.listMu.Lock()
-	sessions, diags := native.ListWithCache(ctx, s.nativeEnv(), s.opts.Workspace, cache)
-	if cache.puts > 0 && ctx.Err() == nil {
-		cache.prune()
+	if h.cache == nil {
+		h.cache = &nativeCache{st: s.store, parsed: &h.parsed}
 	}
+	l := h.cache.begin()
+	sessions, diags := native.ListWithCache(ctx, s.nativeEnv(), s.opts.Workspace, l)
+	l.end(ctx.Err() == nil)
 	h.listMu.Unlock()
 	convs, err := s.store.ListConversations()
 	if err != nil {

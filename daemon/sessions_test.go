@@ -150,7 +150,8 @@ func TestSessionsList(t *testing.T) {
 	if cl3 := findEntry(res3.Sessions, SessionKindNative, fixtureClaudeID); cl3 == nil || !cl3.Live || cl3.MessageCount != cl.MessageCount+1 {
 		t.Fatalf("appended session %+v", cl)
 	}
-	// The old cache entry of the changed file was pruned.
+	// The old cache entry of the changed file was pruned (in bbolt too).
+	e.srv.native.cache.flushes.Wait()
 	n := 0
 	e.store.ForEachIndexEntry(func(k string, _ []byte) error {
 		if strings.Contains(k, fixtureClaudeID) {
@@ -160,6 +161,13 @@ func TestSessionsList(t *testing.T) {
 	})
 	if n != 1 {
 		t.Errorf("%d cache entries for the claude file, want 1", n)
+	}
+	// After a restart the bbolt entries serve the listing: nothing parsed.
+	e.restart(func(o *Options) { o.NativeEnv = &nh.env })
+	c = e.dial("b")
+	res4 := call[SessionsListResult](t, c, MethodSessionsList, nil)
+	if p := e.srv.native.parsed.Load(); p != 0 || len(res4.Sessions) != len(res3.Sessions) {
+		t.Fatalf("listing after restart parsed %d files, listed %d (want 0, %d)", p, len(res4.Sessions), len(res3.Sessions))
 	}
 }
 
@@ -497,5 +505,5 @@ func answerText(m transcript.Message) string {
 
 // Compile-time check that the history store satisfies what the listing
 // cache needs.
-var _ native.Cache = (*nativeCache)(nil)
+var _ native.Cache = (*listing)(nil)
 var _ = history.ErrNotFound
