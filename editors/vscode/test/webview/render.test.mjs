@@ -102,6 +102,19 @@ test('composer: slash commands, @ mentions, send, and state restored after reloa
   assert.deepEqual((await posted(page)).at(-1), {
     type: 'send', text: 'look at @src/parser.go', agent: 'claude', attachments: [{ kind: 'file', path: 'src/parser.go', name: 'parser.go' }],
   });
+  // a pasted image becomes an image attachment with its data (the host stores it as a file)
+  await input.fill('what is in this picture?');
+  await page.evaluate(() => {
+    const dt = new DataTransfer();
+    dt.items.add(new File([new Uint8Array([137, 80, 78, 71])], 'shot.png', { type: 'image/png' }));
+    document.querySelector('textarea.input').dispatchEvent(new ClipboardEvent('paste', { clipboardData: dt, bubbles: true, cancelable: true }));
+  });
+  await page.waitForSelector('.composer .chips .chip');
+  assert.match(await page.locator('.composer .chips .chip').innerText(), /shot\.png/);
+  await input.press('Enter');
+  assert.deepEqual((await posted(page)).at(-1), {
+    type: 'send', text: 'what is in this picture?', agent: 'claude', attachments: [{ kind: 'image', name: 'shot.png', mimeType: 'image/png', size: 4, data: 'iVBORw==' }],
+  });
   // a reload keeps the conversation id, the draft and the agent in getState
   await input.fill('half-written');
   await input.dispatchEvent('input');
