@@ -367,11 +367,29 @@ func (c *client) dispatch(ctx context.Context, method string, params json.RawMes
 	case MethodSessionsList, MethodSessionsRead, MethodSessionsOpen, MethodSessionsFollow, MethodSessionsUnfollow, MethodExport, MethodImport:
 		return c.dispatchSessions(ctx, method, params, reply)
 	case MethodAgentsList:
-		reg, err := s.registry()
-		if err != nil {
-			return nil, jsonrpc2.Errorf(CodeAgentUnavailable, "%v", err)
+		var p AgentsListParams
+		if err := decodeParams(params, &p); err != nil {
+			return nil, err
 		}
-		return AgentsListResult{Agents: reg.List()}, nil
+		return s.agentsList(p)
+	case MethodChatEdit:
+		var p EditParams
+		if err := decodeParams(params, &p); err != nil {
+			return nil, err
+		}
+		return s.edit(c, p, reply)
+	case MethodChatRetry:
+		var p RetryParams
+		if err := decodeParams(params, &p); err != nil {
+			return nil, err
+		}
+		return s.retry(c, p, reply)
+	case MethodAgentSetConfig:
+		var p SetConfigParams
+		if err := decodeParams(params, &p); err != nil {
+			return nil, err
+		}
+		return s.setConfig(c, p, reply)
 	}
 	return nil, jsonrpc2.Errorf(jsonrpc2.MethodNotFound, "unknown method %q", method)
 }

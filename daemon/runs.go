@@ -25,6 +25,7 @@ type run struct {
 	agent   string
 	userMsg transcript.Message
 	started time.Time
+	fresh   bool // edit/retry: close the conversation's agent sessions first
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -73,22 +74,42 @@ type pendingPerm struct {
 // change it. s.mu is held.
 func (r *run) messageCopyLocked() transcript.Message { return r.red.Message() }
 
+// turnRequest says how to start a turn: ochat/chat/send, edit and retry.
+type turnRequest struct {
+	convID      string // "" creates a conversation
+	agent       string // "" = the conversation's last agent, else the default
+	text        string
+	attachments []transcript.Attachment
+	// truncateFrom (edit, retry) is a message id: it and every later message
+	// are dropped, and every agent session of the conversation is reset, in
+	// the transaction that stores the new user message.
+	truncateFrom string
+}
+
 // send handles ochat/chat/send: it stores the user message and a streaming
 // assistant placeholder, subscribes the sender, queues the ids answer and
 // starts the turn.
 func (s *Server) send(c *client, p SendParams, reply jsonrpc2.Replier) (any, error) {
+	return s.startTurn(c, turnRequest{convID: p.ConversationID, agent: p.Agent, text: p.Text, attachments: p.Attachments}, reply)
+}
+
+// startTurn reserves the conversation's run slot, stores (in one
+// transaction) the dropped tail for edit/retry, the user message and a
+// streaming assistant placeholder, subscribes c, queues the SendResult
+// answer and starts the turn.
+func (s *Server) startTurn(c *client, req turnRequest, reply jsonrpc2.Replier) (any, error) {
 	reg, err := s.registry()
 	if err != nil {
 		return nil, jsonrpc2.Errorf(CodeAgentUnavailable, "%v", err)
 	}
 	var conv history.Conversation
-	if p.ConversationID != "" {
-		conv, err = s.store.Conversation(p.ConversationID)
+	if req.convID != "" {
+		conv, err = s.store.Conversation(req.convID)
 		if err != nil {
-			return nil, storeErr("send", p.ConversationID, err)
+			return nil, storeErr("send", req.convID, err)
 		}
 	}
-	agentName := p.Agent
+	agentName := req.agent
 	if agentName == "" && conv.ID != "" {
 		agentName = s.lastAgent(conv.ID)
 	}
@@ -104,7 +125,7 @@ func (s *Server) send(c *client, p SendParams, reply jsonrpc2.Replier) (any, err
 	}
 	now := nowMs()
 	if conv.ID == "" {
-		conv = history.Conversation{ID: s.newID(), Title: titleFrom(p.Text), Agents: []string{}, CreatedAt: now, UpdatedAt: now}
+		conv = history.Conversation{ID: s.newID(), Title: titleFrom(req.text), Agents: []string{}, CreatedAt: now, UpdatedAt: now}
 		if err := s.store.CreateConversation(conv); err != nil {
 			return nil, fmt.Errorf("create conversation: %w", err)
 		}
@@ -113,7 +134,8 @@ func (s *Server) send(c *client, p SendParams, reply jsonrpc2.Replier) (any, err
 	turnID := s.newID()
 	r := &run{
 		s: s, turnID: turnID, convID: conv.ID, agent: spec.Name, started: time.Now(),
-		userMsg:  transcript.Message{ID: userID, Timestamp: now, Role: transcript.RoleUser, Content: p.Text, Attachments: p.Attachments},
+		userMsg:  transcript.Message{ID: userID, Timestamp: now, Role: transcript.RoleUser, Content: req.text, Attachments: req.attachments},
+		fresh:    req.truncateFrom != "",
 		events:   make([]transcript.Event, 0, 64),
 		kick:     make(chan struct{}, 1),
 		urgent:   make(chan struct{}, 1),
@@ -154,13 +176,29 @@ func (s *Server) send(c *client, p SendParams, reply jsonrpc2.Replier) (any, err
 		s.mu.Unlock()
 		r.cancel()
 	}
-	if err := s.store.PutMessage(conv.ID, r.userMsg, now); err != nil {
+	err = s.store.Update(func(w *history.Writer) error {
+		if req.truncateFrom != "" {
+			if err := w.TruncateFrom(conv.ID, req.truncateFrom); err != nil {
+				return err
+			}
+			if err := w.ResetAgentSessions(conv.ID); err != nil {
+				return err
+			}
+		}
+		if err := w.PutMessage(conv.ID, r.userMsg, now); err != nil {
+			return fmt.Errorf("store user message: %w", err)
+		}
+		if err := w.PutMessage(conv.ID, r.red.Message(), now); err != nil {
+			return fmt.Errorf("store assistant placeholder: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
 		release()
-		return nil, fmt.Errorf("store user message: %w", err)
-	}
-	if err := s.store.PutMessage(conv.ID, r.red.Message(), now); err != nil {
-		release()
-		return nil, fmt.Errorf("store assistant placeholder: %w", err)
+		if errors.Is(err, history.ErrNotFound) {
+			return nil, notFound("%v", err)
+		}
+		return nil, fmt.Errorf("start turn: %w", err)
 	}
 
 	s.mu.Lock()
@@ -203,7 +241,10 @@ func (s *Server) runTurn(r *run, spec agents.Spec) {
 		}
 	}()
 
-	conn, sessionID, fresh, cursor, err := s.ensureSession(r.ctx, r, spec)
+	if r.fresh {
+		s.closeSessions(r.ctx, r.convID)
+	}
+	conn, sessionID, fresh, cursor, err := s.ensureSession(r.ctx, r.convID, r.agent, spec)
 	if err != nil {
 		s.mu.Lock()
 		cancelled, abort := r.cancelled, r.abortMsg
@@ -286,14 +327,17 @@ func (s *Server) watchIdle(r *run) {
 	}
 }
 
-// ensureSession returns a live agent connection and session for (conv,
-// agent): the live one, else a new process with session/load of the stored
-// session id (when the agent advertises loadSession), else session/new. fresh
-// reports a session that has seen nothing of the conversation; cursor is the
-// id of the last message the session has seen.
-func (s *Server) ensureSession(ctx context.Context, r *run, spec agents.Spec) (conn AgentConn, sessionID string, fresh bool, cursor string, err error) {
-	key := slotKey{r.convID, r.agent}
-	stored, serr := s.store.AgentSession(r.convID, r.agent)
+// ensureSession returns a live agent connection and session for (convID,
+// agent): the live one, else (a new process if need be and) session/load of
+// the stored session id when the agent advertises loadSession, else
+// session/resume when it advertises sessionCapabilities.resume, else
+// session/new with the cursor reset. The config values accepted earlier for
+// (convID, agent) are replayed into a session that was created or reopened.
+// fresh reports a session that has seen nothing of the conversation; cursor
+// is the id of the last message the session has seen.
+func (s *Server) ensureSession(ctx context.Context, convID, agent string, spec agents.Spec) (conn AgentConn, sessionID string, fresh bool, cursor string, err error) {
+	key := slotKey{convID, agent}
+	stored, serr := s.store.AgentSession(convID, agent)
 	if serr != nil && !errors.Is(serr, history.ErrNotFound) {
 		return nil, "", false, "", fmt.Errorf("read agent session: %w", serr)
 	}
@@ -303,7 +347,7 @@ func (s *Server) ensureSession(ctx context.Context, r *run, spec agents.Spec) (c
 	if sl != nil {
 		select {
 		case <-sl.conn.Done():
-			s.dropSlot(r.convID, r.agent, sl.conn)
+			s.dropSlot(convID, agent, sl.conn)
 			sl = nil
 		default:
 		}
@@ -314,8 +358,8 @@ func (s *Server) ensureSession(ctx context.Context, r *run, spec agents.Spec) (c
 	if sl == nil {
 		c, err := s.opts.StartAgent(s.baseCtx, spec, agents.Options{
 			Workspace:   s.opts.Workspace,
-			Handler:     &agentHandler{s: s, conv: r.convID, agent: r.agent},
-			Logger:      s.log.With("agent", r.agent, "conversation", r.convID),
+			Handler:     &agentHandler{s: s, conv: convID, agent: agent},
+			Logger:      s.log.With("agent", agent, "conversation", convID),
 			InitTimeout: s.opts.AgentInitTimeout,
 		})
 		if err != nil {
@@ -327,7 +371,7 @@ func (s *Server) ensureSession(ctx context.Context, r *run, spec agents.Spec) (c
 		s.mu.Unlock()
 	}
 	var info agents.SessionInfo
-	loaded := false
+	reopened := false
 	// timed runs one session call with SessionTimeout; an agent that does not
 	// answer in time is stopped (its process may be wedged).
 	timed := func(call string, f func(context.Context) (agents.SessionInfo, error)) (agents.SessionInfo, error) {
@@ -335,50 +379,66 @@ func (s *Server) ensureSession(ctx context.Context, r *run, spec agents.Spec) (c
 		defer cancel()
 		info, err := f(cctx)
 		if err != nil && errors.Is(cctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
-			s.dropSlot(r.convID, r.agent, sl.conn)
-			return info, fmt.Errorf("agent %s did not answer %s within %v; its process was stopped", r.agent, call, s.opts.SessionTimeout)
+			s.dropSlot(convID, agent, sl.conn)
+			return info, fmt.Errorf("agent %s did not answer %s within %v; its process was stopped", agent, call, s.opts.SessionTimeout)
 		}
 		return info, err
 	}
-	if stored.SessionID != "" && sl.conn.Capabilities().LoadSession {
-		info, err = timed("session/load", func(c context.Context) (agents.SessionInfo, error) { return sl.conn.LoadSession(c, stored.SessionID) })
-		if err == nil {
-			loaded = true
-		} else if ctx.Err() != nil {
-			return nil, "", false, "", err
-		} else {
-			s.log.Info("session/load failed; starting a new session", "agent", r.agent, "session", stored.SessionID, "err", err)
-			select {
-			case <-sl.conn.Done():
+	if stored.SessionID != "" {
+		method, reopen := reopenMethod(sl.conn)
+		if reopen != nil {
+			info, err = timed(method, func(c context.Context) (agents.SessionInfo, error) { return reopen(c, stored.SessionID) })
+			if err == nil {
+				reopened = true
+			} else if ctx.Err() != nil {
 				return nil, "", false, "", err
-			default:
+			} else {
+				s.log.Info(method+" failed; starting a new session", "agent", agent, "session", stored.SessionID, "err", err)
+				select {
+				case <-sl.conn.Done():
+					return nil, "", false, "", err
+				default:
+				}
 			}
 		}
 	}
-	if !loaded {
+	if !reopened {
 		info, err = timed("session/new", sl.conn.NewSession)
 		if err != nil {
 			select {
 			case <-sl.conn.Done():
-				s.dropSlot(r.convID, r.agent, sl.conn)
+				s.dropSlot(convID, agent, sl.conn)
 			default:
 			}
 			return nil, "", false, "", err // agents names the agent and the call
 		}
-		stored.Cursor = ""
 	}
-	stored.SessionID = info.ID
-	if err := s.store.PutAgentSession(r.convID, r.agent, stored); err != nil {
+	if len(stored.Config) > 0 {
+		mergeState(&info.State, s.replayConfig(ctx, sl.conn, agent, info, stored.Config))
+	}
+	err = s.store.Update(func(w *history.Writer) error {
+		as, err := w.AgentSession(convID, agent)
+		if err != nil && !errors.Is(err, history.ErrNotFound) {
+			return err
+		}
+		as.SessionID = info.ID
+		if !reopened {
+			as.Cursor = ""
+		}
+		stored = as
+		return w.PutAgentSession(convID, agent, as)
+	})
+	if err != nil {
 		return nil, "", false, "", fmt.Errorf("store agent session: %w", err)
 	}
 	s.mu.Lock()
 	sl.sessionID = info.ID
 	sl.state = info.State
-	if t := s.topics[r.convID]; t != nil {
-		s.broadcastLocked(t, NotifyAgentState, AgentStateParams{ConversationID: r.convID, Agent: r.agent, State: info.State})
+	if t := s.topics[convID]; t != nil {
+		s.broadcastLocked(t, NotifyAgentState, AgentStateParams{ConversationID: convID, Agent: agent, State: info.State})
 	}
 	s.mu.Unlock()
-	return sl.conn, info.ID, !loaded, stored.Cursor, nil
+	return sl.conn, info.ID, !reopened, stored.Cursor, nil
 }
 
 // dropSlot forgets a dead agent process (if it is still the slot's).
@@ -412,16 +472,7 @@ func (s *Server) assemblePrompt(r *run, fresh bool, cursor string) ([]acp.Conten
 			break
 		}
 	}
-	start := 0
-	if !fresh && cursor != "" {
-		for i, m := range msgs[:end] {
-			if m.ID == cursor {
-				start = i + 1
-				break
-			}
-		}
-	}
-	unseen := msgs[start:end]
+	unseen := unseenMessages(msgs[:end], fresh, cursor)
 	var blocks []acp.ContentBlock
 	if h := renderHandoff(unseen); h != "" {
 		blocks = append(blocks, acp.TextBlock(h))
@@ -552,20 +603,28 @@ func (s *Server) finish(r *run, stopReason, errMsg string) {
 		term = transcript.Event{Type: transcript.EvTurnFailed, Message: errMsg}
 	}
 	transcript.Apply(&final, term) // status, stopReason/error, canonical segments
-	if err := s.store.PutMessage(r.convID, final, nowMs()); err != nil {
+	// The answer and the agent's cursor move together: a crash cannot leave
+	// a stored answer that the agent would be handed again, or a cursor past
+	// an answer that was not stored.
+	err := s.store.Update(func(w *history.Writer) error {
+		if err := w.PutMessage(r.convID, final, nowMs()); err != nil {
+			return err
+		}
+		if sessionID == "" {
+			return nil
+		}
+		as, err := w.AgentSession(r.convID, r.agent)
+		if err != nil || as.SessionID != sessionID {
+			return nil // reset (edit) or replaced meanwhile: nothing to move
+		}
+		as.Cursor = r.turnID
+		return w.PutAgentSession(r.convID, r.agent, as)
+	})
+	if err != nil {
 		s.log.Error("store final message", "conversation", r.convID, "turn", r.turnID, "err", err)
 		if errMsg == "" {
 			errMsg = fmt.Sprintf("the answer could not be stored: %v", err)
 			term = transcript.Event{Type: transcript.EvTurnFailed, Message: errMsg}
-		}
-	}
-	if sessionID != "" {
-		as, err := s.store.AgentSession(r.convID, r.agent)
-		if err == nil && as.SessionID == sessionID {
-			as.Cursor = r.turnID
-			if err := s.store.PutAgentSession(r.convID, r.agent, as); err != nil {
-				s.log.Warn("store agent cursor", "conversation", r.convID, "err", err)
-			}
 		}
 	}
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"go.lsp.dev/jsonrpc2"
@@ -33,6 +34,9 @@ const (
 	MethodUnsubscribe         = "ochat/unsubscribe"
 	MethodPermissionRespond   = "ochat/permission/respond"
 	MethodAgentsList          = "ochat/agents/list"
+	MethodChatEdit            = "ochat/chat/edit"
+	MethodChatRetry           = "ochat/chat/retry"
+	MethodAgentSetConfig      = "ochat/agent/setConfig"
 
 	NotifyEvent              = "ochat/event"
 	NotifyPermission         = "ochat/permission"
@@ -230,9 +234,108 @@ type PermissionResolvedParams struct {
 	Outcome        string `json:"outcome"`
 }
 
+// AgentsListParams are ochat/agents/list's params; with ConversationID the
+// answer also has States.
+type AgentsListParams struct {
+	ConversationID string `json:"conversationId,omitempty"`
+}
+
 // AgentsListResult answers ochat/agents/list.
 type AgentsListResult struct {
 	Agents []agents.Status `json:"agents"`
+	// States (only when the params name a conversation) has one entry per
+	// agent that has a session or remembered config in that conversation,
+	// sorted by agent.
+	States []ConversationAgentState `json:"states,omitempty"`
+}
+
+// ConversationAgentState is one agent's standing in a conversation: whether
+// a session is live in the daemon (then State is its merged agent state, as
+// ochat/agentState reported it), and the config values accepted through
+// ochat/agent/setConfig (configId → value), replayed into new sessions.
+type ConversationAgentState struct {
+	Agent  string            `json:"agent"`
+	Live   bool              `json:"live"`
+	Config map[string]string `json:"config,omitempty"`
+	agents.State
+}
+
+// EditParams are ochat/chat/edit's params: MessageID names a user message,
+// Text replaces it; Agent empty means the agent that answered it, else the
+// conversation's last.
+type EditParams struct {
+	ConversationID string `json:"conversationId"`
+	MessageID      string `json:"messageId"`
+	Text           string `json:"text"`
+	Agent          string `json:"agent,omitempty"`
+}
+
+func (p *EditParams) validate() error {
+	if err := required("conversationId", p.ConversationID); err != nil {
+		return err
+	}
+	if err := required("messageId", p.MessageID); err != nil {
+		return err
+	}
+	if strings.TrimSpace(p.Text) == "" {
+		return fieldError("text", "is required and must not be blank")
+	}
+	return nil
+}
+
+// RetryParams are ochat/chat/retry's params: MessageID names an assistant
+// message or the user message it answers; Agent empty means the agent that
+// answered, else the conversation's last.
+type RetryParams struct {
+	ConversationID string `json:"conversationId"`
+	MessageID      string `json:"messageId"`
+	Agent          string `json:"agent,omitempty"`
+}
+
+func (p *RetryParams) validate() error {
+	if err := required("conversationId", p.ConversationID); err != nil {
+		return err
+	}
+	return required("messageId", p.MessageID)
+}
+
+// SetConfigParams are ochat/agent/setConfig's params. Value is the option's
+// value id (ACP SessionConfigValueId, a mode id or a model id) as a string,
+// or a boolean (sent as "true"/"false") for a boolean option.
+type SetConfigParams struct {
+	ConversationID string          `json:"conversationId"`
+	Agent          string          `json:"agent"`
+	ConfigID       string          `json:"configId"`
+	Value          json.RawMessage `json:"value"`
+
+	value string // Value decoded by validate
+}
+
+func (p *SetConfigParams) validate() error {
+	for _, f := range [][2]string{{"conversationId", p.ConversationID}, {"agent", p.Agent}, {"configId", p.ConfigID}} {
+		if err := required(f[0], f[1]); err != nil {
+			return err
+		}
+	}
+	var b bool
+	switch {
+	case json.Unmarshal(p.Value, &p.value) == nil && p.value != "":
+	case json.Unmarshal(p.Value, &b) == nil:
+		p.value = strconv.FormatBool(b)
+	default:
+		return fieldError("value", "is required and must be a non-empty string or a boolean")
+	}
+	return nil
+}
+
+// SetConfigResult answers ochat/agent/setConfig. Applied is true when a
+// live session accepted the value (State is then that session's merged
+// state); false when no session is live and the value waits for the next
+// one. Config is every value remembered for (conversation, agent).
+type SetConfigResult struct {
+	Applied bool              `json:"applied"`
+	State   agents.State      `json:"state"`
+	Config  map[string]string `json:"config"`
 }
 
 // AgentStateParams are an ochat/agentState notification's params.
