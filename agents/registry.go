@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -78,6 +79,9 @@ func (s Spec) String() string {
 // LogValue makes slog print the redacted form.
 func (s Spec) LogValue() slog.Value { return slog.StringValue(s.String()) }
 
+// GoString makes %#v print the redacted form too.
+func (s Spec) GoString() string { return "agents.Spec{" + s.String() + "}" }
+
 // Status is a Spec plus whether it can start (protocol: ochat/agents/list
 // entries). Env values are redacted in JSON.
 type Status struct {
@@ -88,6 +92,10 @@ type Status struct {
 	// Note says how an available agent will be started when that is not
 	// obvious (through npx, downloading a pinned version on first use).
 	Note string `json:"note,omitempty"`
+	// Untrusted marks an agent held back because the workspace settings
+	// file that defines or overrides it is not trusted (or changed since);
+	// Reason says so and Install says how to trust it.
+	Untrusted bool `json:"untrusted,omitempty"`
 }
 
 // MarshalJSON encodes the status flat, env values redacted.
@@ -98,8 +106,9 @@ func (s Status) MarshalJSON() ([]byte, error) {
 		Reason    string `json:"reason,omitempty"`
 		Install   string `json:"install,omitempty"`
 		Note      string `json:"note,omitempty"`
+		Untrusted bool   `json:"untrusted,omitempty"`
 	}
-	f := flat{specJSON: specJSON(s.Spec), Available: s.Available, Reason: s.Reason, Install: s.Install, Note: s.Note}
+	f := flat{specJSON: specJSON(s.Spec), Available: s.Available, Reason: s.Reason, Install: s.Install, Note: s.Note, Untrusted: s.Untrusted}
 	f.Env = redactedEnv(s.Env)
 	return json.Marshal(f)
 }
@@ -150,8 +159,27 @@ var builtins = []builtin{
 // Registry is the merged set of agents a workspace can use.
 type Registry struct {
 	statuses []Status // List order
-	files    []string // settings files consulted
+	files    []string // settings files applied
 	lookPath func(string) (string, error)
+
+	wsSettings string     // the workspace settings file, "" if none
+	wsState    TrustState // its trust
+	wsErr      error      // why its trust could not be decided
+}
+
+// RegistryOptions configure NewRegistry.
+type RegistryOptions struct {
+	// UserConfigDir holds ochat/settings.json (normally os.UserConfigDir(),
+	// $XDG_CONFIG_HOME); "" skips the user layer. User settings need no
+	// trust.
+	UserConfigDir string
+	// Workspace holds .ochat/settings.json; "" skips the workspace layer.
+	Workspace string
+	// Trust decides whether the workspace layer applies. nil trusts no
+	// workspace: its entries are listed unavailable.
+	Trust *TrustStore
+	// LookPath finds commands; nil means exec.LookPath.
+	LookPath func(string) (string, error)
 }
 
 // settingsFile is the part of a settings.json this package reads (Zed's
@@ -167,7 +195,11 @@ type settingsEntry struct {
 	FSCapabilities *bool             `json:"fsCapabilities"`
 }
 
-// LoadRegistry merges built-ins (claude, codex, gemini, opencode),
+// LoadRegistry is NewRegistry for tools that have already decided to trust
+// the workspace: its settings apply without consulting a TrustStore. The
+// daemon and the CLI use NewRegistry.
+//
+// It merges built-ins (claude, codex, gemini, opencode),
 // $userConfigDir/ochat/settings.json and <workspace>/.ochat/settings.json
 // ({"agent_servers":{"NAME":{"command","args","env"}}}), workspace winning.
 // userConfigDir is normally os.UserConfigDir() ($XDG_CONFIG_HOME). A broken
@@ -178,11 +210,34 @@ type settingsEntry struct {
 // and adds its env (and fsCapabilities); with "command" it replaces it.
 // Whether each agent can start is decided now, from $PATH.
 func LoadRegistry(userConfigDir, workspace string) (*Registry, error) {
-	return loadRegistry(userConfigDir, workspace, exec.LookPath)
+	return buildRegistry(RegistryOptions{UserConfigDir: userConfigDir, Workspace: workspace}, true)
 }
 
+// NewRegistry merges the built-ins, the user settings and — only when
+// o.Trust records the workspace settings file with its current sha256 — the
+// workspace settings, as LoadRegistry describes. Until then every entry of
+// the workspace file is listed with Available false, Untrusted true and a
+// Reason naming the file and `ochatd trust`; an entry overriding a built-in
+// or user agent holds that agent back too (its command and env are left as
+// the lower layers say, and it cannot start). Entries of an untrusted file
+// contribute no env. A broken settings file is an error, trusted or not.
+func NewRegistry(o RegistryOptions) (*Registry, error) {
+	return buildRegistry(o, false)
+}
+
+// loadRegistry is LoadRegistry with a PATH lookup of the caller's choosing.
 func loadRegistry(userConfigDir, workspace string, lookPath func(string) (string, error)) (*Registry, error) {
+	return buildRegistry(RegistryOptions{UserConfigDir: userConfigDir, Workspace: workspace, LookPath: lookPath}, true)
+}
+
+func buildRegistry(o RegistryOptions, trustAll bool) (*Registry, error) {
+	userConfigDir, workspace := o.UserConfigDir, o.Workspace
+	lookPath := o.LookPath
+	if lookPath == nil {
+		lookPath = exec.LookPath
+	}
 	r := &Registry{lookPath: lookPath}
+	held := map[string]bool{} // names held back by an untrusted workspace file
 	specs := map[string]*Spec{}
 	var order []string
 	for _, b := range builtins {
@@ -195,17 +250,31 @@ func loadRegistry(userConfigDir, workspace string, lookPath func(string) (string
 		layers = append(layers, struct{ path, source string }{filepath.Join(userConfigDir, "ochat", "settings.json"), "user"})
 	}
 	if workspace != "" {
-		layers = append(layers, struct{ path, source string }{filepath.Join(workspace, ".ochat", "settings.json"), "workspace"})
+		layers = append(layers, struct{ path, source string }{WorkspaceSettingsPath(workspace), "workspace"})
 	}
 	for _, l := range layers {
-		entries, err := readSettings(l.path)
+		entries, raw, err := readSettings(l.path)
 		if err != nil {
 			return nil, err
 		}
 		if entries == nil {
 			continue
 		}
-		r.files = append(r.files, l.path)
+		trusted := true
+		if l.source == "workspace" {
+			r.wsSettings, r.wsState = l.path, TrustOK
+			if !trustAll {
+				if o.Trust == nil {
+					r.wsState = TrustNone
+				} else {
+					r.wsState, r.wsErr = o.Trust.Check(workspace, raw)
+				}
+				trusted = r.wsState == TrustOK
+			}
+		}
+		if trusted {
+			r.files = append(r.files, l.path)
+		}
 		names := make([]string, 0, len(entries))
 		for n := range entries {
 			names = append(names, n)
@@ -217,18 +286,27 @@ func loadRegistry(userConfigDir, workspace string, lookPath func(string) (string
 				return nil, fmt.Errorf("agent settings %s: agent_servers has an entry with an empty name", l.path)
 			}
 			s, ok := specs[name]
-			if !ok {
-				if e.Command == nil || *e.Command == "" {
-					return nil, fmt.Errorf("agent settings %s: agent_servers.%s needs a \"command\"", l.path, name)
+			if !ok && (e.Command == nil || *e.Command == "") {
+				return nil, fmt.Errorf("agent settings %s: agent_servers.%s needs a \"command\"", l.path, name)
+			}
+			if e.Command != nil && *e.Command == "" {
+				return nil, fmt.Errorf("agent settings %s: agent_servers.%s has an empty \"command\"", l.path, name)
+			}
+			if !trusted {
+				// Listed so the user sees it, never started, no env.
+				held[name] = true
+				if !ok {
+					specs[name] = &Spec{Name: name, Command: *e.Command, Args: slices.Clone(e.Args), Source: l.source}
+					order = append(order, name)
 				}
+				continue
+			}
+			if !ok {
 				s = &Spec{Name: name}
 				specs[name] = s
 				order = append(order, name)
 			}
 			if e.Command != nil {
-				if *e.Command == "" {
-					return nil, fmt.Errorf("agent settings %s: agent_servers.%s has an empty \"command\"", l.path, name)
-				}
 				s.Command = *e.Command
 				s.Args = slices.Clone(e.Args)
 			} else if e.Args != nil {
@@ -250,29 +328,79 @@ func loadRegistry(userConfigDir, workspace string, lookPath func(string) (string
 		}
 	}
 	for _, name := range order {
+		if held[name] {
+			r.statuses = append(r.statuses, Status{
+				Spec:      *specs[name],
+				Reason:    untrustedReason(r.wsSettings, r.wsState, r.wsErr),
+				Install:   trustInstall(workspace),
+				Untrusted: true,
+			})
+			continue
+		}
 		r.statuses = append(r.statuses, r.status(*specs[name]))
 	}
 	return r, nil
 }
 
-// readSettings reads the agent_servers of one settings file; nil, nil when
-// the file does not exist.
-func readSettings(path string) (map[string]settingsEntry, error) {
+// WorkspaceTrust reports the workspace settings file ("" when the workspace
+// has none) and whether it is trusted; err says why trust could not be
+// decided (an unreadable or unsafe trust file).
+func (r *Registry) WorkspaceTrust() (settings string, state TrustState, err error) {
+	return r.wsSettings, r.wsState, r.wsErr
+}
+
+// readSettings reads the agent_servers of one settings file and its raw
+// content (what trust hashes); nil, nil, nil when the file does not exist.
+func readSettings(path string) (map[string]settingsEntry, []byte, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("agent settings %s: %w", path, err)
+		return nil, nil, fmt.Errorf("agent settings %s: %w", path, err)
 	}
+	entries, err := parseSettings(b)
+	if err != nil {
+		return nil, nil, fmt.Errorf("agent settings %s: %w", path, err)
+	}
+	return entries, b, nil
+}
+
+func parseSettings(b []byte) (map[string]settingsEntry, error) {
 	var f settingsFile
 	if err := json.Unmarshal(b, &f); err != nil {
-		return nil, fmt.Errorf("agent settings %s: %w (expected {\"agent_servers\": {\"NAME\": {\"command\": \"...\", \"args\": [], \"env\": {}}}})", path, err)
+		return nil, fmt.Errorf("%w (expected {\"agent_servers\": {\"NAME\": {\"command\": \"...\", \"args\": [], \"env\": {}}}})", err)
 	}
 	if f.AgentServers == nil {
 		return map[string]settingsEntry{}, nil
 	}
 	return f.AgentServers, nil
+}
+
+// SettingsAgents lists the agent_servers entries of one settings file's
+// content, in name order, for review before trusting it (`ochatd trust`).
+// Command is "" for an entry that keeps a built-in's command; Source is
+// "workspace". Print them with String, which redacts env values.
+func SettingsAgents(content []byte) ([]Spec, error) {
+	entries, err := parseSettings(content)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(entries))
+	for n := range entries {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	out := make([]Spec, 0, len(names))
+	for _, n := range names {
+		e := entries[n]
+		s := Spec{Name: n, Args: slices.Clone(e.Args), Env: maps.Clone(e.Env), Source: "workspace", FSCapabilities: e.FSCapabilities}
+		if e.Command != nil {
+			s.Command = *e.Command
+		}
+		out = append(out, s)
+	}
+	return out, nil
 }
 
 // status decides whether spec can start.
@@ -361,3 +489,6 @@ func (r *Registry) Files() []string { return slices.Clone(r.files) }
 
 // LogValue makes slog print the redacted form.
 func (s Status) LogValue() slog.Value { return slog.StringValue(s.String()) }
+
+// GoString makes %#v print the redacted form too.
+func (s Status) GoString() string { return "agents.Status{" + s.String() + "}" }

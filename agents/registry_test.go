@@ -3,6 +3,7 @@ package agents
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -200,7 +201,10 @@ func TestRedaction(t *testing.T) {
 		"Status":      s.String(),
 		"Spec":        s.Spec.String(),
 		"LogValue":    s.LogValue().String(),
-		"Sprintf":     fmt.Sprintf("%v %+v", s, s.Spec),
+		"Sprintf":     fmt.Sprintf("%v %+v %s %q", s, s.Spec, s, s.Spec),
+		"GoSyntax":    fmt.Sprintf("%#v %#v", s, s.Spec),
+		"slog JSON":   slogJSON(s),
+		"slice":       fmt.Sprintf("%v %+v %#v", []Status{s}, []Spec{s.Spec}, []Status{s}),
 	} {
 		if strings.Contains(out, "sk-very-secret") {
 			t.Errorf("%s leaks the env value: %s", name, out)
@@ -220,6 +224,13 @@ func TestRedaction(t *testing.T) {
 	if s.Env["API_KEY"] != "sk-very-secret" {
 		t.Error("redaction changed the spec")
 	}
+}
+
+// slogJSON logs s as an attribute through slog's JSON handler.
+func slogJSON(v any) string {
+	var b strings.Builder
+	slog.New(slog.NewJSONHandler(&b, nil)).Info("agent", "spec", v, "err", fmt.Errorf("wrapped: %v", v))
+	return b.String()
 }
 
 func mustJSON(t *testing.T, v any) string {
