@@ -27,7 +27,8 @@ func (s *Server) initializeResult() InitializeResult {
 	return r
 }
 
-// registry loads the agent registry afresh (settings may have changed).
+// registry loads the agent registry afresh (settings or trust may have
+// changed).
 func (s *Server) registry() (AgentRegistry, error) {
 	if s.opts.LoadRegistry != nil {
 		return s.opts.LoadRegistry()
@@ -40,7 +41,13 @@ func (s *Server) registry() (AgentRegistry, error) {
 		}
 		dir = d
 	}
-	reg, err := agents.LoadRegistry(dir, s.opts.Workspace)
+	// Workspace settings apply only once the user trusts them (`ochatd
+	// trust`); the trust file is found like the store, from XDG_STATE_HOME.
+	trustPath, err := agents.DefaultTrustPath(os.Getenv)
+	if err != nil {
+		return nil, fmt.Errorf("load agent registry: %w", err)
+	}
+	reg, err := agents.NewRegistry(agents.RegistryOptions{UserConfigDir: dir, Workspace: s.opts.Workspace, Trust: agents.NewTrustStore(trustPath)})
 	if err != nil {
 		return nil, fmt.Errorf("load agent registry: %w", err)
 	}
