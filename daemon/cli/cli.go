@@ -1,5 +1,5 @@
 // Package cli is the ochatd command line: flags and subcommands (serve,
-// connect, agents, chat, conversations, show, sessions, export, import,
+// connect, agents, trust, chat, conversations, show, sessions, export, import,
 // validate, doctor). Every subcommand that
 // reads or changes state is a client of the workspace daemon over its socket
 // (started on demand, as `ochatd connect` does), so the CLI exercises the
@@ -46,6 +46,7 @@ func Main(ctx context.Context, env *Env, args []string, extra ...Command) int {
 		{"serve", "run the workspace daemon in the foreground", runServe},
 		{"connect", "forward stdio to the workspace daemon, starting it if needed (editors spawn this)", runConnect},
 		{"agents", "list agents, whether they can start, and how to install them", runAgents},
+		{"trust", "let the agents of the workspace's .ochat/settings.json run (--revoke, --list)", runTrust},
 		{"chat", "run one prompt turn and stream the answer", runChat},
 		{"conversations", "list the workspace's conversations, newest first", runConversations},
 		{"show", "print a conversation, or a terminal session's transcript (native id or session file)", runShowRef},
