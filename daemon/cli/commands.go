@@ -88,7 +88,9 @@ func printAgents(env *Env, list []agents.Status) {
 	for _, a := range list {
 		if !a.Available {
 			fmt.Fprintf(env.Stdout, "\n%s: %s", a.Name, a.Reason)
-			if a.Install != "" {
+			if a.Install != "" && a.Untrusted {
+				fmt.Fprintf(env.Stdout, "\n  to fix: %s", a.Install)
+			} else if a.Install != "" {
 				fmt.Fprintf(env.Stdout, "\n  install: %s", a.Install)
 			}
 			fmt.Fprintln(env.Stdout)
@@ -349,13 +351,36 @@ func runDoctor(ctx context.Context, env *Env, args []string) int {
 		bad("set XDG_CONFIG_HOME or HOME", "config dir: %v", err)
 		return 1
 	}
-	reg, err := agents.LoadRegistry(cfg, ws)
+	getenv := env.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	trustPath, err := agents.DefaultTrustPath(getenv)
+	if err != nil {
+		bad("set XDG_STATE_HOME or HOME", "trust store: %v", err)
+		return 1
+	}
+	reg, err := agents.NewRegistry(agents.RegistryOptions{UserConfigDir: cfg, Workspace: ws, Trust: agents.NewTrustStore(trustPath)})
 	if err != nil {
 		bad("fix the settings file named above", "agents: %v", err)
 		return 1
 	}
+	switch settings, state, terr := reg.WorkspaceTrust(); {
+	case settings == "":
+	case terr != nil:
+		bad("fix or remove "+trustPath, "workspace settings %s: %v", settings, terr)
+	case state == agents.TrustOK:
+		ok("workspace settings %s trusted (%s)", settings, trustPath)
+	case state == agents.TrustChanged:
+		note("workspace settings %s changed since you trusted them: its agents stay inactive; review it, then run `ochatd trust`", settings)
+	default:
+		note("workspace settings %s are not trusted: its agents stay inactive; review it, then run `ochatd trust`", settings)
+	}
 	anyReady := false
 	for _, a := range reg.List() {
+		if a.Untrusted {
+			continue // said once above
+		}
 		if a.Available {
 			anyReady = true
 			ok("agent %s: %s%s", a.Name, a.Command, loginHint(env, a.Name))
