@@ -38,8 +38,9 @@ const env = {
   // A daemon that `ochatd connect` auto-starts exits soon after the test's clients are gone.
   OCHATD_IDLE: '60s',
 };
-for (const d of ['home/.claude', 'run', 'state', 'config', 'data', 'agent', 'ws/.ochat', 'cs/user/User', 'cs/user/Machine', 'cs/ext']) mkdirSync(join(tmp, d), { recursive: true, mode: 0o700 });
-writeFileSync(join(ws, '.ochat/settings.json'), JSON.stringify({ agent_servers: { test: { command: TESTAGENT_BIN } } }));
+for (const d of ['home/.claude', 'run', 'state', 'config/ochat', 'data', 'agent', 'ws', 'cs/user/User', 'cs/user/Machine', 'cs/ext']) mkdirSync(join(tmp, d), { recursive: true, mode: 0o700 });
+// User-level agent settings ($XDG_CONFIG_HOME/ochat): workspace ones would need `ochatd trust` first.
+writeFileSync(join(tmp, 'config/ochat/settings.json'), JSON.stringify({ agent_servers: { test: { command: TESTAGENT_BIN } } }));
 writeFileSync(join(ws, 'README.md'), '# e2e workspace\n');
 // A terminal-started Claude Code session of this workspace (testdata/SOURCES.md), where Claude keeps it.
 const claudeDir = join(tmp, 'home/.claude/projects', ws.replace(/[^a-zA-Z0-9]/g, '-'));

@@ -27,8 +27,10 @@ async function until(cond: () => boolean, what: string, ms = 15000): Promise<voi
 test('real ochatd + testagent: stream, permission, stored equals live, reconnect', { skip: !ochatd || !testagent ? 'set OCHATD_BIN and TESTAGENT_BIN' : false }, async () => {
   const root = mkdtempSync(join(tmpdir(), 'ochat-vscode-it-'));
   const ws = join(root, 'ws');
-  mkdirSync(join(ws, '.ochat'), { recursive: true });
-  writeFileSync(join(ws, '.ochat', 'settings.json'), JSON.stringify({ agent_servers: { test: { command: testagent } } }));
+  mkdirSync(ws, { recursive: true });
+  // User-level agent settings: workspace ones would need `ochatd trust` first.
+  mkdirSync(join(root, 'config', 'ochat'), { recursive: true });
+  writeFileSync(join(root, 'config', 'ochat', 'settings.json'), JSON.stringify({ agent_servers: { test: { command: testagent } } }));
   const env = { ...process.env, XDG_RUNTIME_DIR: join(root, 'run'), XDG_STATE_HOME: join(root, 'state'), XDG_CONFIG_HOME: join(root, 'config'), TESTAGENT_STATE: join(root, 'agent'), OCHATD_IDLE: '5s' };
   for (const d of ['run', 'state', 'config', 'agent']) mkdirSync(join(root, d), { recursive: true, mode: 0o700 });
   // Our own daemon with a short idle exit, so that the test leaves nothing running.
