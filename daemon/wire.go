@@ -318,11 +318,13 @@ func (p *SetConfigParams) validate() error {
 		}
 	}
 	var b bool
+	raw := bytes.TrimSpace(p.Value)
 	switch {
-	case json.Unmarshal(p.Value, &p.value) == nil && p.value != "":
-	case json.Unmarshal(p.Value, &b) == nil:
+	case len(raw) > 0 && raw[0] == '"' && json.Unmarshal(raw, &p.value) == nil && p.value != "":
+	case len(raw) > 0 && (raw[0] == 't' || raw[0] == 'f') && json.Unmarshal(raw, &b) == nil:
 		p.value = strconv.FormatBool(b)
 	default:
+		p.value = ""
 		return fieldError("value", "is required and must be a non-empty string or a boolean")
 	}
 	return nil
