@@ -80,6 +80,12 @@ func runTrust(ctx context.Context, env *Env, args []string) int {
 	if err != nil {
 		return fail(env, "trust: %s: %v (fix the file; nothing was trusted)", settings, err)
 	}
+	// The registry's own checks, over the file as it would apply.
+	if cfg, err := os.UserConfigDir(); err == nil {
+		if _, err := agents.LoadRegistry(cfg, ws); err != nil {
+			return fail(env, "trust: %v (fix the file; nothing was trusted)", err)
+		}
+	}
 	sum := agents.SettingsHash(content)
 	if st, err := ts.Check(ws, content); err != nil {
 		return fail(env, "%v", err)
