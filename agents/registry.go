@@ -82,6 +82,32 @@ func (s Spec) LogValue() slog.Value { return slog.StringValue(s.String()) }
 // GoString makes %#v print the redacted form too.
 func (s Spec) GoString() string { return "agents.Spec{" + s.String() + "}" }
 
+// minRedactLen is the shortest env value Redact replaces in free text:
+// shorter values ("1", "true") are not secrets and would mangle the text.
+const minRedactLen = 6
+
+// Redact returns text with every env value of the spec at least 6 bytes
+// long replaced by "<redacted>" — for text the agent produced (its stderr
+// tail, log lines), which may echo a credential it was given ("invalid API
+// key sk-…"). Longer values are replaced first, so a value containing
+// another is fully hidden.
+func (s Spec) Redact(text string) string {
+	if len(s.Env) == 0 {
+		return text
+	}
+	vals := make([]string, 0, len(s.Env))
+	for _, v := range s.Env {
+		if len(v) >= minRedactLen {
+			vals = append(vals, v)
+		}
+	}
+	sort.Slice(vals, func(i, j int) bool { return len(vals[i]) > len(vals[j]) })
+	for _, v := range vals {
+		text = strings.ReplaceAll(text, v, "<redacted>")
+	}
+	return text
+}
+
 // Status is a Spec plus whether it can start (protocol: ochat/agents/list
 // entries). Env values are redacted in JSON.
 type Status struct {

@@ -233,6 +233,25 @@ func slogJSON(v any) string {
 	return b.String()
 }
 
+func TestSpecRedact(t *testing.T) {
+	s := Spec{Env: map[string]string{"API_KEY": "sk-abc123", "LONG": "xx-sk-abc123-yy", "FLAG": "1", "EMPTY": ""}}
+	tests := []struct{ in, want string }{
+		{"invalid API key sk-abc123\n", "invalid API key <redacted>\n"},
+		{"token xx-sk-abc123-yy rejected", "token <redacted> rejected"},
+		{"sk-abc123sk-abc123", "<redacted><redacted>"},
+		{"level 1 of 1", "level 1 of 1"},
+		{"", ""},
+	}
+	for _, tt := range tests {
+		if got := s.Redact(tt.in); got != tt.want {
+			t.Errorf("Redact(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+	if got := (Spec{}).Redact("sk-abc123"); got != "sk-abc123" {
+		t.Errorf("no env: %q", got)
+	}
+}
+
 func mustJSON(t *testing.T, v any) string {
 	t.Helper()
 	b, err := json.Marshal(v)
