@@ -33,7 +33,7 @@ type client struct {
 	// from one goroutine).
 	state    int // stateNew, stateReady, stateShutdown
 	name     string
-	applyOK  bool
+	applyOK  bool // capabilities.workspace.applyEdit; guarded by mu
 	readDone chan struct{}
 
 	mu      sync.Mutex
@@ -295,7 +295,9 @@ func (c *client) dispatch(ctx context.Context, method string, params json.RawMes
 		if p.ClientInfo != nil {
 			c.name = p.ClientInfo.Name
 		}
+		c.mu.Lock()
 		c.applyOK = p.Capabilities.Workspace != nil && p.Capabilities.Workspace.ApplyEdit
+		c.mu.Unlock()
 		c.state = stateReady
 		return s.initializeResult(), nil
 	case protocol.MethodShutdown:
@@ -390,6 +392,8 @@ func (c *client) dispatch(ctx context.Context, method string, params json.RawMes
 			return nil, err
 		}
 		return s.setConfig(c, p, reply)
+	case MethodFileChangeApply, MethodFileChangeRevert:
+		return s.fileChange(c, params, method == MethodFileChangeRevert, reply)
 	}
 	return nil, jsonrpc2.Errorf(jsonrpc2.MethodNotFound, "unknown method %q", method)
 }

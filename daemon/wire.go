@@ -37,6 +37,8 @@ const (
 	MethodChatEdit            = "ochat/chat/edit"
 	MethodChatRetry           = "ochat/chat/retry"
 	MethodAgentSetConfig      = "ochat/agent/setConfig"
+	MethodFileChangeApply     = "ochat/fileChange/apply"
+	MethodFileChangeRevert    = "ochat/fileChange/revert"
 
 	NotifyEvent              = "ochat/event"
 	NotifyPermission         = "ochat/permission"
