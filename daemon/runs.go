@@ -361,6 +361,7 @@ func (s *Server) ensureSession(ctx context.Context, convID, agent string, spec a
 			Handler:     &agentHandler{s: s, conv: convID, agent: agent},
 			Logger:      s.log.With("agent", agent, "conversation", convID),
 			InitTimeout: s.opts.AgentInitTimeout,
+			WriteFile:   s.editorWriteFile(convID),
 		})
 		if err != nil {
 			return nil, "", false, "", err // agents names the agent and what failed
