@@ -2,6 +2,7 @@ package agents
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	acp "github.com/coder/acp-go-sdk"
 )
@@ -150,7 +152,7 @@ func (c *Conn) onReadFile(ctx context.Context, params json.RawMessage) (any, *ac
 		}
 	}
 	if !handled {
-		content, err = readRegular(path)
+		content, err = readRegular(c.realRoot, path)
 		if errors.Is(err, errNotFound) {
 			return nil, notFound(p.Path)
 		}
@@ -161,28 +163,95 @@ func (c *Conn) onReadFile(ctx context.Context, params json.RawMessage) (any, *ac
 	return acp.ReadTextFileResponse{Content: window(content, p.Line, p.Limit)}, nil
 }
 
-func readRegular(path string) (string, error) {
-	f, err := os.Open(path)
+// openIn opens realRoot as an os.Root and returns path (already resolved by
+// resolvePath) relative to it. Every later step goes through the Root, so a
+// directory swapped for a symlink out of the workspace after resolvePath
+// looked is refused by the kernel-side walk (openat per component) rather
+// than followed.
+func openIn(realRoot, path string) (*os.Root, string, error) {
+	rel, err := filepath.Rel(realRoot, path)
+	if err != nil || !within(realRoot, path) {
+		return nil, "", fmt.Errorf("%s is outside the workspace %s", path, realRoot)
+	}
+	root, err := os.OpenRoot(realRoot)
+	if err != nil {
+		return nil, "", fmt.Errorf("open workspace %s: %w", realRoot, err)
+	}
+	return root, rel, nil
+}
+
+// confineErr rewords os.Root's escape error.
+func confineErr(path, realRoot string, err error) error {
+	if err != nil && strings.Contains(err.Error(), "path escapes from parent") {
+		return fmt.Errorf("%s leads outside the workspace %s", path, realRoot)
+	}
+	return err
+}
+
+// kind names a non-regular file mode for error messages.
+func kind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe (FIFO)"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a block device"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeSymlink != 0:
+		return "a symlink"
+	}
+	return "not a regular file"
+}
+
+// readRegular reads the regular file path (resolved, inside realRoot) of at
+// most maxReadBytes. Directories, FIFOs, sockets and devices are refused
+// before they are opened (opening a FIFO would block, opening a device can
+// have effects); the open itself is non-blocking and is checked again to be
+// the same regular file.
+func readRegular(realRoot, path string) (string, error) {
+	root, rel, err := openIn(realRoot, path)
+	if err != nil {
+		return "", err
+	}
+	defer root.Close()
+	fi, err := root.Stat(rel)
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", errNotFound
 	}
 	if err != nil {
-		return "", err
+		return "", confineErr(path, realRoot, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("%s is not a regular file (%s)", path, kind(fi.Mode()))
+	}
+	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", errNotFound
+	}
+	if err != nil {
+		return "", confineErr(path, realRoot, err)
 	}
 	defer f.Close()
-	fi, err := f.Stat()
+	ofi, err := f.Stat()
 	if err != nil {
 		return "", err
 	}
-	if !fi.Mode().IsRegular() {
-		return "", fmt.Errorf("%s is not a regular file", path)
+	if !ofi.Mode().IsRegular() || !os.SameFile(fi, ofi) {
+		return "", fmt.Errorf("%s changed while it was being opened", path)
 	}
-	if fi.Size() > maxReadBytes {
-		return "", fmt.Errorf("%s is %d bytes; at most %d can be read", path, fi.Size(), maxReadBytes)
+	if ofi.Size() > maxReadBytes {
+		return "", fmt.Errorf("%s is %d bytes; at most %d can be read", path, ofi.Size(), maxReadBytes)
 	}
 	b, err := io.ReadAll(io.LimitReader(f, maxReadBytes+1))
 	if err != nil {
 		return "", err
+	}
+	if len(b) > maxReadBytes {
+		return "", fmt.Errorf("%s grew past %d bytes while being read", path, maxReadBytes)
 	}
 	return string(b), nil
 }
@@ -253,38 +322,56 @@ func (c *Conn) onWriteFile(ctx context.Context, params json.RawMessage) (any, *a
 			return acp.WriteTextFileResponse{}, nil
 		}
 	}
-	if err := writeAtomic(path, p.Content); err != nil {
+	if err := writeAtomic(c.realRoot, path, p.Content); err != nil {
 		return nil, invalidParams(err.Error())
 	}
 	return acp.WriteTextFileResponse{}, nil
 }
 
-// writeAtomic replaces (or creates) the regular file path with content,
-// keeping an existing file's permission bits (new files: 0644).
-func writeAtomic(path, content string) error {
+// writeAtomic replaces (or creates) the regular file path (resolved, inside
+// realRoot) with content: a temp file in the same directory, written,
+// synced and renamed over the target, then the directory synced, so a
+// reader sees the old or the new content and never a part. An existing
+// file keeps its permission bits (new files: 0644); missing parent
+// directories are created (0755). Directories, FIFOs, sockets and devices
+// are refused. Every step goes through an os.Root of realRoot.
+func writeAtomic(realRoot, path, content string) error {
+	root, rel, err := openIn(realRoot, path)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
 	mode := fs.FileMode(0o644)
-	fi, err := os.Stat(path)
+	fi, err := root.Lstat(rel)
 	switch {
 	case err == nil && !fi.Mode().IsRegular():
-		return fmt.Errorf("%s is not a regular file", path)
+		return fmt.Errorf("%s is not a regular file (%s)", path, kind(fi.Mode()))
 	case err == nil:
 		mode = fi.Mode().Perm()
 	case !errors.Is(err, fs.ErrNotExist):
-		return err
+		return confineErr(path, realRoot, err)
 	}
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
+	dir := filepath.Dir(rel)
+	if err := root.MkdirAll(dir, 0o755); err != nil {
+		return confineErr(path, realRoot, err)
 	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".ochat-*")
+	var tmp *os.File
+	var tmpRel string
+	for range 10 {
+		tmpRel = filepath.Join(dir, "."+filepath.Base(rel)+".ochat-"+rand.Text()[:10])
+		tmp, err = root.OpenFile(tmpRel, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if !errors.Is(err, fs.ErrExist) {
+			break
+		}
+	}
 	if err != nil {
-		return err
+		return confineErr(path, realRoot, err)
 	}
 	ok := false
 	defer func() {
 		if !ok {
 			tmp.Close()
-			os.Remove(tmp.Name())
+			root.Remove(tmpRel)
 		}
 	}()
 	if _, err := tmp.WriteString(content); err != nil {
@@ -299,9 +386,13 @@ func writeAtomic(path, content string) error {
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
+	if err := root.Rename(tmpRel, rel); err != nil {
+		return confineErr(path, realRoot, err)
 	}
 	ok = true
+	if d, err := root.Open(dir); err == nil {
+		d.Sync() // the rename's durability; best effort
+		d.Close()
+	}
 	return nil
 }

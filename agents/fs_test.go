@@ -132,13 +132,13 @@ func deref(p *int) any {
 func TestWriteAtomic(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "x", "y.txt")
-	if err := writeAtomic(p, "hello"); err != nil {
+	if err := writeAtomic(dir, p, "hello"); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Chmod(p, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := writeAtomic(p, "again"); err != nil {
+	if err := writeAtomic(dir, p, "again"); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(p)
@@ -150,7 +150,7 @@ func TestWriteAtomic(t *testing.T) {
 	if len(entries) != 1 {
 		t.Errorf("temp files left: %v", entries)
 	}
-	if err := writeAtomic(dir, "x"); err == nil {
+	if err := writeAtomic(dir, dir, "x"); err == nil {
 		t.Error("writing over a directory succeeded")
 	}
 }
