@@ -458,10 +458,15 @@ func (s *Server) dropSlot(conv, agent string, conn AgentConn) {
 // those after its cursor) rendered as a handoff block, then the user's text,
 // then the attachments as resource links.
 //
-// This is the seam of issue 5's handoff: budgets and summaries belong in
-// transcript's renderer; this function only chooses which messages go in.
+// Budgets and summaries belong to transcript.RenderHandoff (renderHandoff);
+// this function only chooses which messages go in.
 func (s *Server) assemblePrompt(r *run, fresh bool, cursor string) ([]acp.ContentBlock, error) {
-	msgs, err := s.store.Messages(r.convID)
+	if fresh {
+		cursor = ""
+	}
+	// Only the messages after the cursor are read (and decoded): a live
+	// session of a long conversation costs what it has not seen.
+	msgs, err := s.store.MessagesAfter(r.convID, cursor)
 	if err != nil {
 		return nil, fmt.Errorf("read conversation for prompt: %w", err)
 	}
