@@ -38,6 +38,9 @@ func TestMain(m *testing.M) {
 	if binDir != "" {
 		os.RemoveAll(binDir)
 	}
+	if fuzzSrv != nil {
+		os.RemoveAll(fuzzSrv.dir)
+	}
 	os.Exit(code)
 }
 
