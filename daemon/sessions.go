@@ -51,6 +51,11 @@ const LiveWindow = 2 * time.Minute
 // changedDebounce merges store changes into one ochat/sessions/changed.
 const changedDebounce = 100 * time.Millisecond
 
+// watchDebounce merges the file events of one session file before it is
+// read again: the floor of append → ochat/sessionAppended latency. A CLI
+// writes the lines of one step within a few ms.
+const watchDebounce = 10 * time.Millisecond
+
 // SessionEntry is one row of ochat/sessions/list: a native session
 // (Kind "native", ID = the CLI's own session id) or a conversation of the
 // daemon (Kind "conversation", ID = conversation id). Times are Unix ms.
@@ -249,7 +254,7 @@ func (s *Server) watcher() (*native.Watcher, error) {
 	h := &s.native
 	h.once.Do(func() {
 		w, err := native.NewWatcher(s.baseCtx, native.WatchOptions{
-			Env: s.nativeEnv(), Workspace: s.opts.Workspace,
+			Env: s.nativeEnv(), Workspace: s.opts.Workspace, Debounce: watchDebounce,
 			Logger: slog.New(minLevel{slog.LevelWarn, s.log.Handler()}).With("component", "native-watcher"),
 		})
 		if err != nil {
