@@ -132,7 +132,9 @@ func TestNativeThroughDaemon(t *testing.T) {
 	g, _ := os.OpenFile(p, os.O_WRONLY|os.O_TRUNC, 0)
 	g.Write(claudeLines("grow", w.ws, 0, 6))
 	g.Close()
-	pump("the rewrite to arrive", func(ap daemon.SessionAppendedParams, _ daemon.SessionsChangedParams) bool { return ap.Reset && len(m.msgs) == 6 })
+	pump("the rewrite to arrive", func(ap daemon.SessionAppendedParams, _ daemon.SessionsChangedParams) bool {
+		return ap.Reset && len(m.msgs) == 6
+	})
 	matchesRead("after the rewrite in place")
 
 	// The store folder deleted and recreated with a new session.
