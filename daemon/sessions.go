@@ -275,7 +275,10 @@ func (s *Server) watchLoop(w *native.Watcher) {
 		switch ev.Kind {
 		case native.WatchUpdate:
 			h.deliver(s, ev)
-		case native.WatchChanged, native.WatchRemoved, native.WatchProblem:
+		case native.WatchRemoved:
+			h.removed(ev.Path)
+			h.noteChange(s, ev)
+		case native.WatchChanged, native.WatchProblem:
 			h.noteChange(s, ev)
 		}
 	}
@@ -385,6 +388,24 @@ func (h *sessionsHub) flushChanged(s *Server) {
 		if !s.behind(c) { // a client that is behind lists again anyway
 			c.push(outItem{frame: frame}, true)
 		}
+	}
+}
+
+// removed handles a followed session file that went away: a Codex rollout
+// replaced by its compressed copy stays followed under the new path (the
+// watcher follows it there); any other follow ends, its followers having
+// been told by ochat/sessions/changed "removed".
+func (h *sessionsHub) removed(path string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	f := h.follows[path]
+	if f == nil {
+		return
+	}
+	delete(h.follows, path)
+	if zst := path + ".zst"; fileExistsPath(zst) && h.follows[zst] == nil {
+		f.path = zst
+		h.follows[zst] = f
 	}
 }
 

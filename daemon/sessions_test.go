@@ -507,3 +507,48 @@ func answerText(m transcript.Message) string {
 // cache needs.
 var _ native.Cache = (*listing)(nil)
 var _ = history.ErrNotFound
+
+func TestSessionsStoreTraps(t *testing.T) {
+	e, nh := newSessionsEnv(t)
+	c := e.dial("a")
+	// a session path that is a directory: a warning, the rest still lists
+	bogus := filepath.Join(filepath.Dir(nh.claudeFile), "11111111-0000-4000-8000-000000000000.jsonl")
+	if err := os.Mkdir(bogus, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	res := call[SessionsListResult](t, c, MethodSessionsList, nil)
+	warned := false
+	for _, d := range res.Diagnostics {
+		warned = warned || (d.Level == "warning" && d.Path == bogus)
+	}
+	if !warned || findEntry(res.Sessions, SessionKindNative, fixtureClaudeID) == nil {
+		t.Fatalf("listing with a directory session: %+v %+v", res.Diagnostics, res.Sessions)
+	}
+	callErr(t, c, MethodSessionsRead, SessionRefParams{Path: bogus}, jsonrpc2.InvalidParams)
+
+	// a followed session deleted: changed says removed, the follow ends,
+	// the session no longer lists, the daemon stays up
+	call[FollowResult](t, c, MethodSessionsFollow, SessionRefParams{Path: nh.claudeFile})
+	if err := os.Remove(nh.claudeFile); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		n := nextNote(t, c, NotifySessionsChanged)
+		var p SessionsChangedParams
+		json.Unmarshal(n.Params, &p)
+		if len(p.Removed) == 1 && p.Removed[0] == nh.claudeFile {
+			break
+		}
+	}
+	e.srv.native.mu.Lock()
+	following := len(e.srv.native.follows)
+	e.srv.native.mu.Unlock()
+	if following != 0 {
+		t.Fatalf("%d follows after the file was deleted", following)
+	}
+	res = call[SessionsListResult](t, c, MethodSessionsList, nil)
+	if findEntry(res.Sessions, SessionKindNative, fixtureClaudeID) != nil || findEntry(res.Sessions, SessionKindNative, fixtureCodexID) == nil {
+		t.Fatalf("listing after deletion %+v", res.Sessions)
+	}
+	callErr(t, c, MethodSessionsFollow, SessionRefParams{Path: nh.claudeFile}, CodeNotFound)
+}
