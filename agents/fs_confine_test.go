@@ -215,3 +215,28 @@ func TestFSRootLayer(t *testing.T) {
 		t.Errorf("outside secret.txt = %q", b)
 	}
 }
+
+// FuzzFSWrite: whatever path an agent sends to fs/write_text_file, nothing
+// outside the workspace is created or changed, and a refusal is -32602.
+func FuzzFSWrite(f *testing.F) {
+	for _, s := range []string{"a.txt", "new/x.txt", "../outside/x", "out-link/x", "out-file-link", "dangling-out",
+		"dangling-in", "fifo", "sub/../../outside/secret.txt", "/etc/x", ".", "in-link/../../outside/y", "rel-link"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		root, outside := fsTree(t)
+		real, _ := filepath.EvalSymlinks(root)
+		c := fsConn(root, real)
+		b, _ := json.Marshal(map[string]any{"sessionId": "s", "path": p, "content": "fuzz"})
+		if _, rerr := c.onWriteFile(context.Background(), b); rerr != nil && rerr.Code != -32602 {
+			t.Fatalf("write %q: error %d %s", p, rerr.Code, rerr.Message)
+		}
+		entries, _ := os.ReadDir(outside)
+		if len(entries) != 1 {
+			t.Fatalf("write %q created files outside: %v", p, entries)
+		}
+		if b, _ := os.ReadFile(filepath.Join(outside, "secret.txt")); string(b) != "secret\n" {
+			t.Fatalf("write %q changed a file outside: %q", p, b)
+		}
+	})
+}
