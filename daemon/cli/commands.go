@@ -365,6 +365,12 @@ func runDoctor(ctx context.Context, env *Env, args []string) int {
 		bad("fix the settings file named above", "agents: %v", err)
 		return 1
 	}
+	var held []string
+	for _, a := range reg.List() {
+		if a.Untrusted {
+			held = append(held, a.Name)
+		}
+	}
 	switch settings, state, terr := reg.WorkspaceTrust(); {
 	case settings == "":
 	case terr != nil:
@@ -372,9 +378,9 @@ func runDoctor(ctx context.Context, env *Env, args []string) int {
 	case state == agents.TrustOK:
 		ok("workspace settings %s trusted (%s)", settings, trustPath)
 	case state == agents.TrustChanged:
-		note("workspace settings %s changed since you trusted them: its agents stay inactive; review it, then run `ochatd trust`", settings)
+		note("workspace settings %s changed since you trusted them: agents %s stay inactive; review it, then run `ochatd trust`", settings, strings.Join(held, ", "))
 	default:
-		note("workspace settings %s are not trusted: its agents stay inactive; review it, then run `ochatd trust`", settings)
+		note("workspace settings %s are not trusted: agents %s stay inactive; review it, then run `ochatd trust`", settings, strings.Join(held, ", "))
 	}
 	anyReady := false
 	for _, a := range reg.List() {

@@ -169,7 +169,7 @@ func TestCLIWorkspaceTrust(t *testing.T) {
 	}{
 		{"fresh clone: listed, inactive", []string{"agents"}, 0, []string{"repo", "unavailable", notTrusted, "to fix: review " + settings}, nil, false, notTrusted},
 		{"chat/send refuses with the reason", []string{"chat", "--agent", "repo", "PLAIN hi"}, 1, nil, []string{notTrusted}, false, notTrusted},
-		{"doctor says so", []string{"doctor"}, -1, []string{"note  workspace settings " + settings + " are not trusted"}, nil, false, notTrusted},
+		{"doctor says so", []string{"doctor"}, -1, []string{"note  workspace settings " + settings + " are not trusted: agents repo stay inactive"}, nil, false, notTrusted},
 		{"trust", []string{"trust"}, 0, []string{settings, "repo", bin, "env: REPO_TOKEN", "Trusted"}, nil, true, ""},
 		{"trust again", []string{"trust"}, 0, []string{"already trusted"}, nil, true, ""},
 		{"chat now works", []string{"chat", "--agent", "repo", "PLAIN hello-from-repo"}, 0, []string{"hello-from-repo"}, nil, true, ""},
