@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -583,4 +585,96 @@ func TestAgentWriteThroughEditor(t *testing.T) {
 	if s := readFileOrNil(t, path); s == nil || *s != "fourth\n" {
 		t.Fatalf("file written without an editor %v", s)
 	}
+}
+
+// nvimApplyScript applies the WorkspaceEdit in $OCHAT_EDIT with Neovim's own
+// vim.lsp.util.apply_workspace_edit (UTF-16 offsets) and writes the
+// buffers it changed, as the Neovim plugin's workspace/applyEdit handler does.
+const nvimApplyScript = `
+local ok, err = pcall(function()
+  local f = assert(io.open(os.getenv('OCHAT_EDIT'), 'r'))
+  local edit = vim.fn.json_decode(f:read('*a'))
+  f:close()
+  vim.lsp.util.apply_workspace_edit(edit, 'utf-16')
+  for _, b in ipairs(vim.api.nvim_list_bufs()) do
+    if vim.api.nvim_buf_is_loaded(b) and vim.api.nvim_buf_get_name(b) ~= '' and vim.api.nvim_buf_get_option(b, 'modified') then
+      vim.api.nvim_buf_call(b, function() vim.cmd('silent write!') end)
+    end
+  end
+end)
+if not ok then
+  io.stderr:write(tostring(err) .. '\n')
+  vim.cmd('cquit 1')
+end
+vim.cmd('qall!')
+`
+
+// TestNeovimAppliesEdits hands the daemon's WorkspaceEdits to a real
+// Neovim (skipped when nvim is not installed) and checks the file it
+// writes: whole-file ranges, files without a final newline, new and
+// deleted files, snippets and CRLF files, with non-ASCII text.
+func TestNeovimAppliesEdits(t *testing.T) {
+	nvim, err := exec.LookPath("nvim")
+	if err != nil {
+		t.Skip("nvim not installed")
+	}
+	dir := t.TempDir()
+	script := filepath.Join(dir, "apply.lua")
+	if err := os.WriteFile(script, []byte(nvimApplyScript), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name          string
+		cur, from, to *string
+		want          *string // nil: no file
+	}{
+		{"replace", sp("a\nb\n"), sp("a\nb\n"), sp("x\ny\n"), sp("x\ny\n")},
+		{"no final newline before", sp("a\nb"), sp("a\nb"), sp("x\n"), sp("x\n")},
+		{"empty file", sp(""), sp(""), sp("x\n"), sp("x\n")},
+		{"create", nil, nil, sp("héllo\nwörld 😀\n"), sp("héllo\nwörld 😀\n")},
+		{"delete", sp("x 😀 y\n"), sp("x 😀 y\n"), nil, nil},
+		{"non-ascii whole", sp("héllo 😀\nzwei 😀 ü\n"), sp("héllo 😀\nzwei 😀 ü\n"), sp("eins\n"), sp("eins\n")},
+		{"snippet", sp("fn a() {\n  old 😀 call(ü)\n}\n"), sp("old 😀 call(ü)"), sp("new 😀\n  call()"), sp("fn a() {\n  new 😀\n  call()\n}\n")},
+		{"snippet after astral", sp("😀😀 x = 1\n"), sp("x = 1"), sp("y = 22"), sp("😀😀 y = 22\n")},
+		{"crlf", sp("a\r\nb\r\n"), sp("a\r\nb\r\n"), sp("x\r\ny\r\n"), sp("x\r\ny\r\n")},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(dir, fmt.Sprintf("f%d.txt", i))
+			if tt.cur != nil {
+				if err := os.WriteFile(path, []byte(*tt.cur), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			pl := planChange(tt.cur, tt.from, tt.to)
+			if pl.kind != planWhole && pl.kind != planSnippet {
+				t.Fatalf("plan %+v", pl)
+			}
+			b, err := json.Marshal(buildEdit(path, tt.cur, tt.to, pl))
+			if err != nil {
+				t.Fatal(err)
+			}
+			editFile := filepath.Join(dir, fmt.Sprintf("edit%d.json", i))
+			if err := os.WriteFile(editFile, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command(nvim, "--headless", "-u", "NONE", "-i", "NONE", "-n", "-c", "luafile "+script)
+			cmd.Dir = dir
+			cmd.Env = append(os.Environ(), "OCHAT_EDIT="+editFile)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("nvim: %v\n%s\nedit: %s", err, out, b)
+			}
+			got := readFileOrNil(t, path)
+			if (got == nil) != (tt.want == nil) || got != nil && *got != *tt.want {
+				t.Fatalf("file after Neovim applied %s:\n got %q\nwant %q", b, deref(got), deref(tt.want))
+			}
+		})
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "<no file>"
+	}
+	return *s
 }
