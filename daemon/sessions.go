@@ -574,6 +574,35 @@ func (c *nativeCache) flush() {
 	}
 }
 
+// listNative lists the workspace's native sessions through the cache.
+func (s *Server) listNative(ctx context.Context) ([]native.Session, []native.Diagnostic) {
+	h := &s.native
+	h.listMu.Lock()
+	defer h.listMu.Unlock()
+	if h.cache == nil {
+		h.cache = &nativeCache{st: s.store, parsed: &h.parsed}
+	}
+	l := h.cache.begin()
+	sessions, diags := native.ListWithCache(ctx, s.nativeEnv(), s.opts.Workspace, l)
+	l.end(ctx.Err() == nil)
+	return sessions, diags
+}
+
+// StartNative starts watching the workspace's native session stores and,
+// in the background, fills the listing cache, so that the first
+// ochat/sessions/list answers from it. ochatd serve calls it once after New;
+// without it the watcher starts with the first sessions request.
+func (s *Server) StartNative() {
+	go func() {
+		if _, err := s.watcher(); err != nil {
+			return // logged; listing still works
+		}
+		start := time.Now()
+		sessions, _ := s.listNative(s.baseCtx)
+		s.log.Debug("native session cache warmed", "sessions", len(sessions), "parsed", s.native.parsed.Load(), "took", time.Since(start))
+	}()
+}
+
 // listSessions handles ochat/sessions/list; c then receives
 // ochat/sessions/changed.
 func (s *Server) listSessions(ctx context.Context, c *client) (any, error) {
@@ -582,14 +611,7 @@ func (s *Server) listSessions(ctx context.Context, c *client) (any, error) {
 		s.log.Debug("listing without a watcher", "err", err)
 	}
 	h := &s.native
-	h.listMu.Lock()
-	if h.cache == nil {
-		h.cache = &nativeCache{st: s.store, parsed: &h.parsed}
-	}
-	l := h.cache.begin()
-	sessions, diags := native.ListWithCache(ctx, s.nativeEnv(), s.opts.Workspace, l)
-	l.end(ctx.Err() == nil)
-	h.listMu.Unlock()
+	sessions, diags := s.listNative(ctx)
 	convs, err := s.store.ListConversations()
 	if err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)

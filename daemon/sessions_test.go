@@ -552,3 +552,23 @@ func TestSessionsStoreTraps(t *testing.T) {
 	}
 	callErr(t, c, MethodSessionsFollow, SessionRefParams{Path: nh.claudeFile}, CodeNotFound)
 }
+
+func TestSessionsStartNativeWarmsCache(t *testing.T) {
+	e, _ := newSessionsEnv(t)
+	e.srv.StartNative()
+	deadline := time.Now().Add(15 * time.Second)
+	for e.srv.native.parsed.Load() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("StartNative parsed %d files", e.srv.native.parsed.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	c := e.dial("a")
+	res := call[SessionsListResult](t, c, MethodSessionsList, nil)
+	if p := e.srv.native.parsed.Load(); p != 2 || len(res.Sessions) != 2 {
+		t.Fatalf("first listing after StartNative: %d parsed in all, %d listed", p, len(res.Sessions))
+	}
+	if w, err := e.srv.watcher(); w == nil || err != nil {
+		t.Fatalf("watcher not started: %v", err)
+	}
+}

@@ -75,6 +75,7 @@ func serve(ctx context.Context, env *Env, ws string, o daemon.Options, log *slog
 	}
 	o.Workspace, o.Store, o.Logger, o.Version = ws, st, log, env.Version
 	srv := daemon.New(o)
+	srv.StartNative()
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	log.Info("serving", "workspace", ws, "socket", sock, "store", dbPath, "pid", os.Getpid(), "idle", o.IdleTimeout)
