@@ -178,8 +178,8 @@ type SessionsChangedParams struct {
 
 // sessionsHub is the daemon's native-session side: the watcher, the
 // clients that listen for store changes, and the followed sessions. Its zero
-// value is ready; the watcher starts on first use and stops with the
-// daemon's base context.
+// value is ready; the watcher starts with StartNative or the first sessions
+// request and stops with the daemon's base context.
 type sessionsHub struct {
 	once     sync.Once
 	w        *native.Watcher
