@@ -246,8 +246,11 @@ func (s *Server) doFileChange(ctx context.Context, ed *client, p FileChangeParam
 	via := ViaDisk
 	if ed != nil {
 		via = ViaEditor
-		label := fmt.Sprintf("ochat: %s the change to %s", action, s.relPath(abs))
-		res, err := ed.applyEdit(ctx, label, buildEdit(abs, cur, to, pl))
+		// The editor gets the path as the agent named it (its buffers are
+		// named so), not the one with symlinks resolved.
+		shown := s.absPath(seg.Path)
+		label := fmt.Sprintf("ochat: %s the change to %s", action, s.relPath(shown))
+		res, err := ed.applyEdit(ctx, label, buildEdit(shown, cur, to, pl))
 		if err != nil {
 			return FileChangeResult{}, jsonrpc2.Errorf(jsonrpc2.InternalError, "%s %s in the editor: %v", action, seg.Path, err)
 		}
