@@ -212,8 +212,8 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Conn, error) {
 		h:        h,
 		root:     root,
 		realRoot: realRoot,
-		filter:   newLineFilter(log),
-		stderr:   &tailBuffer{n: stderrTailBytes},
+		filter:   newLineFilter(log, spec.Redact),
+		stderr:   &tailBuffer{n: stderrTailBytes, redact: spec.Redact},
 		sessions: make(map[string]*session),
 		done:     make(chan struct{}),
 	}

@@ -43,7 +43,8 @@ type envelope struct {
 // session/update notifications it forwards and holds back while too many of
 // them wait unprocessed (backpressure instead of the SDK's queue overflow).
 type lineFilter struct {
-	log *slog.Logger
+	log    *slog.Logger
+	redact func(string) string // hides the agent's env values in logged lines; nil: none
 
 	mu        sync.Mutex
 	cond      *sync.Cond
@@ -53,8 +54,8 @@ type lineFilter struct {
 	dropped   uint64 // lines dropped
 }
 
-func newLineFilter(log *slog.Logger) *lineFilter {
-	f := &lineFilter{log: log}
+func newLineFilter(log *slog.Logger, redact func(string) string) *lineFilter {
+	f := &lineFilter{log: log, redact: redact}
 	f.cond = sync.NewCond(&f.mu)
 	return f
 }
@@ -107,7 +108,11 @@ func (f *lineFilter) drop(why string, line []byte) {
 	if len(line) > 200 {
 		line = append(line[:200:200], "…"...)
 	}
-	f.log.Debug("agent stdout line skipped", "why", why, "line", string(line))
+	l := string(line)
+	if f.redact != nil {
+		l = f.redact(l)
+	}
+	f.log.Debug("agent stdout line skipped", "why", why, "line", l)
 }
 
 func (f *lineFilter) forward(line []byte, w io.Writer) error {
@@ -195,9 +200,10 @@ func (f *lineFilter) waitProcessed(mark uint64, stop <-chan struct{}) {
 
 // tailBuffer keeps the last n bytes written to it.
 type tailBuffer struct {
-	mu  sync.Mutex
-	n   int
-	buf []byte
+	mu     sync.Mutex
+	n      int
+	buf    []byte
+	redact func(string) string // hides the agent's env values (Spec.Redact); nil: none
 }
 
 func (t *tailBuffer) Write(p []byte) (int, error) {
@@ -221,7 +227,11 @@ func (t *tailBuffer) String() string {
 			s = s[i+1:]
 		}
 	}
-	return strings.TrimSpace(strings.ToValidUTF8(s, "\uFFFD"))
+	s = strings.TrimSpace(strings.ToValidUTF8(s, "\uFFFD"))
+	if t.redact != nil {
+		s = t.redact(s)
+	}
+	return s
 }
 
 // copyStderr reads an agent's stderr into tail and logs each line at debug.
@@ -234,7 +244,11 @@ func copyStderr(r io.Reader, tail *tailBuffer, log *slog.Logger) {
 			if errors.Is(err, bufio.ErrBufferFull) {
 				continue
 			}
-			log.Debug("agent stderr", "line", strings.TrimRight(string(line), "\r\n"))
+			l := strings.TrimRight(string(line), "\r\n")
+			if tail.redact != nil {
+				l = tail.redact(l)
+			}
+			log.Debug("agent stderr", "line", l)
 		}
 		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
 			return

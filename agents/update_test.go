@@ -227,7 +227,7 @@ func TestLineFilter(t *testing.T) {
 	in.WriteString(`{"jsonrpc":"2.0","method":"x","params":"` + strings.Repeat("y", maxLineBytes) + `"}` + "\n")
 	in.WriteString(`{"jsonrpc":"2.0","id":"a-b","result":{}}` + "\n")
 	in.WriteString(`{"jsonrpc":"2.0","id":7,"method":"session/request_permission","params":{}}`) // no final newline
-	f := newLineFilter(quietLogger())
+	f := newLineFilter(quietLogger(), nil)
 	pr, pw := io.Pipe()
 	go f.run(&in, pw)
 	got, err := io.ReadAll(pr)

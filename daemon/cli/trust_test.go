@@ -267,7 +267,7 @@ func TestSecretsNeverShown(t *testing.T) {
 	bin := testagentPath(t)
 	const userSecret, wsSecret = "sk-user-0123456789-SECRET", "sk-workspace-9876543210-SECRET"
 	failing := filepath.Join(t.TempDir(), "failing-agent")
-	if err := os.WriteFile(failing, []byte("#!/bin/sh\necho cannot log in >&2\nexit 3\n"), 0o755); err != nil {
+	if err := os.WriteFile(failing, []byte("#!/bin/sh\necho \"not json: key=$API_KEY\"\necho \"cannot log in with $API_KEY\" >&2\nexit 3\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	env := func(secret string) string {
