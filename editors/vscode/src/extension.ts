@@ -134,9 +134,11 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
   };
   const openSession = async (s: NativeSession): Promise<string | undefined> => {
     if (s.conversationId) return s.conversationId;
-    const res = await client.request<{ conversationId?: string; conversation?: { id?: string }; messages?: [] }>(Methods.sessionsOpen, {
-      sessionId: s.sessionId ?? s.id, agent: s.agent, path: s.path,
-    });
+    // sessionId and path exclude each other (docs/protocol.md "Terminal sessions").
+    const sessionId = s.sessionId ?? s.id;
+    const res = await client.request<{ conversationId?: string; conversation?: { id?: string }; messages?: [] }>(
+      Methods.sessionsOpen, sessionId ? { sessionId } : { path: s.path },
+    );
     const id = res.conversationId ?? res.conversation?.id;
     if (!id && res.messages) {
       // A read-only view of a native session that the daemon did not import.

@@ -30,6 +30,7 @@ export function buildHistory(conversations: Conversation[], sessions?: NativeSes
   const byAgent = new Map<string, NativeSession[]>();
   for (const raw of sessions) {
     const s = normalizeSession(raw);
+    if (s.kind === 'conversation') continue; // listed from ochat/conversations/list
     if ((s.id && seen.has(s.id)) || (s.sessionId && seen.has(s.sessionId)) || (s.conversationId && seen.has(s.conversationId))) continue;
     const list = byAgent.get(s.agent) ?? [];
     list.push(s);

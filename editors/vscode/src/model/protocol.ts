@@ -97,6 +97,13 @@ export interface Conversation {
 /** A terminal-started session of the workspace (ochat/sessions/list). */
 export interface NativeSession {
   id?: string;
+  /** "native" (a CLI's session; id = the CLI's own id) or "conversation" (one of the daemon's own). */
+  kind?: 'native' | 'conversation' | string;
+  cwd?: string;
+  gitBranch?: string;
+  model?: string;
+  toolCount?: number;
+  resumeCommand?: string[];
   sessionId?: string;
   agent: string;
   title?: string;

@@ -86,7 +86,12 @@ export class HistoryProvider implements vscode.TreeDataProvider<HistoryNode>, vs
         const it = new vscode.TreeItem(s.title || s.sessionId || s.id || 'session', vscode.TreeItemCollapsibleState.None);
         it.id = node.id;
         it.description = [s.live ? '● live' : '', s.messageCount ? `${s.messageCount} msgs` : '', relativeTime(s.updatedAt, now)].filter(Boolean).join(' · ');
-        it.tooltip = `${s.agent} session ${s.sessionId ?? s.id ?? ''}${s.path ? '\n' + s.path : ''}${s.live ? '\nlive: still being written' : ''}`;
+        it.tooltip = [
+          `${s.agent} session ${s.sessionId ?? s.id ?? ''}`,
+          s.gitBranch ? `branch ${s.gitBranch}` : '', s.model ? `model ${s.model}` : '',
+          s.resumeCommand?.length ? `resume in a terminal: ${s.resumeCommand.join(' ')}` : '',
+          s.path ?? '', s.live ? 'live: still being written' : '',
+        ].filter(Boolean).join('\n');
         it.iconPath = new vscode.ThemeIcon(s.live ? 'pulse' : 'history');
         it.contextValue = s.live ? 'session-live' : 'session';
         it.command = { command: 'ochat.history.open', title: 'Open', arguments: [node] };

@@ -350,10 +350,20 @@ e2e('a terminal-started session appears in the history view', async (t) => {
   const s = sessions.find((x) => (x.sessionId ?? x.id) === '24cb974b-077a-4ab3-bdf4-622ee8278cca');
   assert.ok(s, `fixture session listed: ${JSON.stringify(sessions).slice(0, 400)}`);
   await runCommand('ochat: Refresh History');
+  // Collapse the 2,000 conversations so that the agent groups below them are rendered.
+  const convs = page.locator('.monaco-list-row', { hasText: /^Conversations/ }).first();
+  await convs.waitFor({ timeout: 30000 });
+  if ((await convs.getAttribute('aria-expanded')) === 'true') await convs.click();
   const group = page.locator('.monaco-list-row', { hasText: 'claude terminal sessions' }).first();
   await group.waitFor({ timeout: 30000 });
   await group.click();
   const title = s.title || s.summary || s.firstPrompt || s.sessionId;
-  await page.locator('.monaco-list-row', { hasText: title.slice(0, 30) }).first().waitFor({ timeout: 30000 });
+  const row = page.locator('.monaco-list-row', { hasText: title.slice(0, 30) }).first();
+  await row.waitFor({ timeout: 30000 });
   await page.screenshot({ path: join(artifacts, 'e2e-terminal-session.png') });
+  // Opening it shows its transcript in the panel (ochat/sessions/open).
+  await row.click();
+  const f = await chatFrame();
+  await waitFor(async () => (await f.locator('.msg').count()) > 0 && (await f.locator('.header .title').innerText()) !== 'renamed in VS Code', 'the terminal session in the panel', 30000);
+  await page.screenshot({ path: join(artifacts, 'e2e-terminal-session-open.png') });
 });

@@ -83,6 +83,7 @@ test('buildHistory: sessions that are the daemon\'s own conversations are shown 
   const roots = buildHistory(convs, [
     { agent: 'claude', sessionId: 'x1', conversationId: 'a' },
     { agent: 'claude', id: 'b' },
+    { kind: 'conversation', agent: 'codex', id: 'zzz' },
     { provider: 'pi', sessionId: 'p1', summary: 'from pi', modifiedAt: 7 } as never,
   ]);
   assert.deepEqual(roots.map((n) => n.id), ['g:conversations', 'g:agent:pi']);
