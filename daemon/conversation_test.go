@@ -13,6 +13,7 @@ import (
 	"go.lsp.dev/jsonrpc2"
 
 	"github.com/ochat-dev/ochat/agents"
+	"github.com/ochat-dev/ochat/history"
 	"github.com/ochat-dev/ochat/transcript"
 )
 
@@ -545,5 +546,44 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestInterruptedTurnHandoff: the daemon died mid-turn (the store holds
+// the user message and a streaming answer; the cursor never moved). On
+// restart the answer is marked interrupted, and the next prompt to that
+// agent hands off the interrupted turn once, marked, with what had arrived.
+func TestInterruptedTurnHandoff(t *testing.T) {
+	m := newMultiEnv(t, nil)
+	c := m.dial("x")
+	res, term, _ := answer(t, c, MethodChatSend, SendParams{Agent: "a", Text: "PLAIN first"})
+	mustComplete(t, "first", term)
+	conv := res.ConversationID
+	m.stop()
+	// What a daemon killed mid-turn leaves behind (its last checkpoint).
+	st, err := history.Open(m.dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := transcript.Message{ID: m.srv.newID(), Role: transcript.RoleUser, Content: "PLAIN cut short"}
+	a := transcript.Message{ID: m.srv.newID(), Role: transcript.RoleAssistant, Agent: "a", Status: transcript.StatusStreaming,
+		Segments: []transcript.Segment{{Type: transcript.SegContent, Content: "partial words"}}}
+	if err := st.PutMessage(conv, u, nowMs()); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutMessage(conv, a, nowMs()); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	m.start(m.opts(nil)) // marks it interrupted, as ochatd serve does
+	c = m.dial("y")
+	got := call[GetConversationResult](t, c, MethodConversationsGet, ConversationParams{ConversationID: conv})
+	if len(got.Messages) != 4 || got.Messages[3].Status != transcript.StatusInterrupted {
+		t.Fatalf("after restart: %+v", got.Messages)
+	}
+	_, term, text := answer(t, c, MethodChatSend, SendParams{ConversationID: conv, Agent: "a", Text: "ECHOALL"})
+	mustComplete(t, "after restart", term)
+	if strings.Count(text, "PLAIN cut short") != 1 || !strings.Contains(text, "[a] (interrupted)\npartial words") || strings.Contains(text, "PLAIN first") {
+		t.Fatalf("prompt after the interrupted turn:\n%s", text)
 	}
 }
