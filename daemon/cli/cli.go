@@ -54,6 +54,8 @@ func Main(ctx context.Context, env *Env, args []string, extra ...Command) int {
 		{"export", "export a conversation or terminal session (--format events|markdown|json, -o FILE)", runExport},
 		{"import", "import a session event log as a new conversation (--title T)", runImport},
 		{"validate", "check a session event log; one line per violation, exit 1 if any", runValidate},
+		{"apply", "apply a turn's file changes again (CONVERSATION_ID [MESSAGE_ID [PATH...]], --force)", runApply},
+		{"revert", "revert a turn's file changes (CONVERSATION_ID [MESSAGE_ID [PATH...]], --force)", runRevert},
 		{"doctor", "check what ochat needs and say how to fix what is missing", runDoctor},
 	}
 	cmds = append(cmds, extra...)

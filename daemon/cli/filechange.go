@@ -1,0 +1,150 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/ochat-dev/ochat/daemon"
+	"github.com/ochat-dev/ochat/transcript"
+)
+
+// FileChangeJSON is one line of `ochatd apply|revert --json`: the file and
+// the daemon's answer, or the error.
+type FileChangeJSON struct {
+	Path   string                   `json:"path"`
+	Result *daemon.FileChangeResult `json:"result,omitempty"`
+	Error  string                   `json:"error,omitempty"`
+}
+
+// runApply is `ochatd apply`; runRevert is `ochatd revert`.
+func runApply(ctx context.Context, env *Env, args []string) int {
+	return runFileChange(ctx, env, args, false)
+}
+
+func runRevert(ctx context.Context, env *Env, args []string) int {
+	return runFileChange(ctx, env, args, true)
+}
+
+// runFileChange is `ochatd apply|revert [--force] [--json] CONVERSATION_ID
+// [MESSAGE_ID [PATH...]]` through ochat/fileChange/apply|revert. The CLI
+// declares no applyEdit, so the daemon changes the disk. Without
+// MESSAGE_ID: the conversation's last assistant message with file changes;
+// without PATH: every file change of that message (reverted last first).
+// Exit 1 if any file failed.
+func runFileChange(ctx context.Context, env *Env, args []string, revert bool) int {
+	name, method, done := "apply", daemon.MethodFileChangeApply, "applied"
+	if revert {
+		name, method, done = "revert", daemon.MethodFileChangeRevert, "reverted"
+	}
+	var c common
+	fs := newFlags(env, name, &c, true)
+	force := fs.Bool("force", false, "overwrite a file that changed since the agent's edit")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return exitFlag(err)
+	}
+	if len(pos) < 1 {
+		fmt.Fprintf(env.Stderr, "usage: ochatd %s [--workspace DIR] [--force] [--json] CONVERSATION_ID [MESSAGE_ID [PATH...]]\n", name)
+		return 2
+	}
+	ws, err := c.resolve()
+	if err != nil {
+		return fail(env, "%v", err)
+	}
+	cl, err := dial(ctx, env, ws)
+	if err != nil {
+		return fail(env, "%v", err)
+	}
+	defer cl.Close()
+	var conv daemon.GetConversationResult
+	if err := cl.Call(ctx, daemon.MethodConversationsGet, daemon.ConversationParams{ConversationID: pos[0]}, &conv); err != nil {
+		return fail(env, "%s: %v", name, err)
+	}
+	msgID, paths := "", pos[min(2, len(pos)):]
+	if len(pos) > 1 {
+		msgID = pos[1]
+	}
+	if msgID == "" {
+		for _, m := range slices.Backward(conv.Messages) {
+			if m.Role == transcript.RoleAssistant && len(fileChangePaths(m)) > 0 {
+				msgID = m.ID
+				break
+			}
+		}
+		if msgID == "" {
+			return fail(env, "%s: conversation %s has no file changes", name, pos[0])
+		}
+	}
+	if len(paths) == 0 {
+		for _, m := range conv.Messages {
+			if m.ID == msgID {
+				paths = fileChangePaths(m)
+			}
+		}
+		if len(paths) == 0 {
+			return fail(env, "%s: message %s of conversation %s has no file changes", name, msgID, pos[0])
+		}
+		if revert {
+			slices.Reverse(paths)
+		}
+	}
+	var out []FileChangeJSON
+	failed := false
+	for _, p := range paths {
+		var res daemon.FileChangeResult
+		err := cl.Call(ctx, method, daemon.FileChangeParams{ConversationID: pos[0], MessageID: msgID, Path: p, Force: *force}, &res)
+		shown := relTo(ws, p)
+		if err != nil {
+			failed = true
+			out = append(out, FileChangeJSON{Path: p, Error: err.Error()})
+			if !c.json {
+				fmt.Fprintf(env.Stderr, "ochatd: %s %s: %v\n", name, shown, err)
+			}
+			continue
+		}
+		out = append(out, FileChangeJSON{Path: p, Result: &res})
+		if c.json {
+			continue
+		}
+		switch {
+		case res.Applied:
+			fmt.Fprintf(env.Stdout, "%s %s\n", done, shown)
+		case strings.HasPrefix(res.Reason, "already"):
+			fmt.Fprintf(env.Stdout, "%s %s\n", res.Reason, shown)
+		default:
+			failed = true
+			fmt.Fprintf(env.Stderr, "ochatd: %s %s: not done: %s\n", name, shown, res.Reason)
+		}
+	}
+	if c.json {
+		if code := printJSON(env, out); code != 0 {
+			return code
+		}
+	}
+	if failed {
+		return 1
+	}
+	return 0
+}
+
+// fileChangePaths lists the paths of m's fileChange segments in order.
+func fileChangePaths(m transcript.Message) []string {
+	var out []string
+	for _, s := range m.Segments {
+		if s.Type == transcript.SegFileChange && s.Path != "" {
+			out = append(out, s.Path)
+		}
+	}
+	return out
+}
+
+// relTo is p relative to ws when inside it, else p.
+func relTo(ws, p string) string {
+	if rel, err := filepath.Rel(ws, p); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") && !filepath.IsAbs(rel) {
+		return rel
+	}
+	return p
+}
