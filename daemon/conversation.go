@@ -158,3 +158,24 @@ func answeringAgent(msgs []transcript.Message, i int) string {
 	}
 	return ""
 }
+
+// resyncOthersLocked tells every subscriber of t but except that the
+// conversation's stored messages changed under it (an edit or retry dropped
+// some): each is sent ochat/resync and dropped from t's live events, and
+// re-subscribing gives it the new snapshot with the running turn's replay —
+// no gap, no duplicate. s.mu is held.
+func (s *Server) resyncOthersLocked(t *topic, except *client, reason string) {
+	raw, err := marshalParams(ResyncParams{ConversationID: t.id, Reason: reason})
+	if err != nil {
+		return
+	}
+	frame := frameNotification(NotifyResync, raw)
+	for c := range t.subs {
+		if c == except {
+			continue
+		}
+		delete(t.subs, c)
+		delete(c.subs, t.id)
+		c.push(outItem{frame: frame}, false)
+	}
+}

@@ -262,6 +262,10 @@ func TestEditDropsTurns(t *testing.T) {
 		t.Fatalf("bad edits changed the conversation: %d messages", len(got.Messages))
 	}
 
+	// Another client watching the conversation is told to re-subscribe.
+	watcher := m.dial("watcher")
+	call[SubscribeResult](t, watcher, MethodSubscribe, ConversationParams{ConversationID: conv})
+
 	// The edit keeps b (the agent that answered the edited message).
 	ed, term, text := answer(t, c, MethodChatEdit, EditParams{ConversationID: conv, MessageID: dropped.UserMessageID, Text: "ECHOALL replaced"})
 	mustComplete(t, "edit", term)
@@ -270,6 +274,13 @@ func TestEditDropsTurns(t *testing.T) {
 	}
 	if !strings.Contains(text, "keep-one") || strings.Contains(text, "dropped-xyz") || strings.Contains(text, "after-drop") {
 		t.Fatalf("b's prompt after the edit:\n%s", text)
+	}
+	n, err := watcher.Next(ctxT(t))
+	if err != nil || n.Method != NotifyResync {
+		t.Fatalf("watcher got %+v, %v; want ochat/resync", n, err)
+	}
+	if sub := call[SubscribeResult](t, watcher, MethodSubscribe, ConversationParams{ConversationID: conv}); len(sub.Messages) != 4 || sub.Running != nil {
+		t.Fatalf("watcher's new snapshot: %+v", sub.Messages)
 	}
 	got := call[GetConversationResult](t, c, MethodConversationsGet, ConversationParams{ConversationID: conv})
 	var texts []string

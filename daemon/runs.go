@@ -202,6 +202,9 @@ func (s *Server) startTurn(c *client, req turnRequest, reply jsonrpc2.Replier) (
 	}
 
 	s.mu.Lock()
+	if req.truncateFrom != "" {
+		s.resyncOthersLocked(t, c, fmt.Sprintf("conversation edited: message %s and every later one were replaced", req.truncateFrom))
+	}
 	t.subs[c] = struct{}{}
 	c.subs[conv.ID] = struct{}{}
 	c.queueReply(reply, SendResult{ConversationID: conv.ID, UserMessageID: userID, AssistantMessageID: turnID, TurnID: turnID}, nil)
