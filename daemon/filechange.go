@@ -87,6 +87,16 @@ type FileChangeResult struct {
 	Status  string `json:"status,omitempty"`
 }
 
+// FileChangeStatusParams are an ochat/fileChangeStatus notification's
+// params, sent to every client subscribed to the conversation when apply or
+// revert recorded a new status on a fileChange segment.
+type FileChangeStatusParams struct {
+	ConversationID string `json:"conversationId"`
+	MessageID      string `json:"messageId"`
+	Path           string `json:"path"`
+	Status         string `json:"status"`
+}
+
 // ApplyEditParams are the params of the workspace/applyEdit request the
 // daemon sends (LSP 3.17 ApplyWorkspaceEditParams). The daemon's own shape
 // rather than protocol.ApplyWorkspaceEditParams, because that package's
@@ -319,7 +329,8 @@ func (s *Server) relPath(p string) string {
 }
 
 // recordFileChange sets the status of the fileChange segment for path in
-// the stored message.
+// the stored message and, when it changed, tells the conversation's
+// subscribers (ochat/fileChangeStatus).
 func (s *Server) recordFileChange(p FileChangeParams, path, status string) error {
 	m, err := s.store.Message(p.ConversationID, p.MessageID)
 	if err != nil {
@@ -333,6 +344,11 @@ func (s *Server) recordFileChange(p FileChangeParams, path, status string) error
 	if err := s.store.PutMessage(p.ConversationID, m, nowMs()); err != nil {
 		return fmt.Errorf("record file change status: %w", err)
 	}
+	s.mu.Lock()
+	if t := s.topics[p.ConversationID]; t != nil {
+		s.broadcastLocked(t, NotifyFileChangeStatus, FileChangeStatusParams{ConversationID: p.ConversationID, MessageID: p.MessageID, Path: path, Status: status})
+	}
+	s.mu.Unlock()
 	return nil
 }
 

@@ -379,6 +379,10 @@ func TestFileChangeApplyRevert(t *testing.T) {
 	}
 	p1 := FileChangeParams{ConversationID: conv, MessageID: msg1, Path: fc1.Path}
 
+	// Another client watches the conversation.
+	watcher := e.dial("watcher")
+	call[SubscribeResult](t, watcher, MethodSubscribe, ConversationParams{ConversationID: conv})
+
 	// The agent wrote the file itself: applying finds it done.
 	r := call[FileChangeResult](t, cli, MethodFileChangeApply, p1)
 	if r.Applied || r.Reason != "already applied" || r.Status != FileChangeApplied {
@@ -403,6 +407,21 @@ func TestFileChangeApplyRevert(t *testing.T) {
 	}
 	if s := storedFileChange(t, cli, conv, msg1); s.Status != FileChangeReverted {
 		t.Fatalf("status after revert: %q", s.Status)
+	}
+	var seen []FileChangeStatusParams
+	for len(seen) < 2 {
+		n, err := watcher.Next(ctxT(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.Method == NotifyFileChangeStatus {
+			var sp FileChangeStatusParams
+			json.Unmarshal(n.Params, &sp)
+			seen = append(seen, sp)
+		}
+	}
+	if w := (FileChangeStatusParams{ConversationID: conv, MessageID: msg1, Path: path, Status: FileChangeReverted}); seen[0].Status != FileChangeApplied || seen[1] != w {
+		t.Fatalf("watcher saw %+v", seen)
 	}
 	r = call[FileChangeResult](t, cli, MethodFileChangeRevert, p1)
 	if r.Applied || r.Reason != "already reverted" {

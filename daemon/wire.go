@@ -45,6 +45,7 @@ const (
 	NotifyPermissionResolved = "ochat/permissionResolved"
 	NotifyAgentState         = "ochat/agentState"
 	NotifyResync             = "ochat/resync"
+	NotifyFileChangeStatus   = "ochat/fileChangeStatus"
 )
 
 // Error codes of docs/protocol.md ("Errors") beyond the JSON-RPC ones.
