@@ -697,3 +697,47 @@ func deref(s *string) string {
 	}
 	return *s
 }
+
+// BenchmarkFileChangeRoundTrip alternates revert and apply of one stored
+// whole-file change (a 2,000-line file) through the daemon: b/disk by the
+// daemon's atomic write, b/editor through workspace/applyEdit to a fake
+// editor that applies it to disk. One op is one method call answered.
+func BenchmarkFileChangeRoundTrip(b *testing.B) {
+	for _, via := range []string{ViaDisk, ViaEditor} {
+		b.Run(via, func(b *testing.B) {
+			e := newEnv(b, nil)
+			var c *Client
+			if via == ViaEditor {
+				c, _ = e.dialEditor("editor", nil)
+			} else {
+				c = e.dial("cli")
+			}
+			conv := call[ConversationResult](b, c, MethodConversationsCreate, CreateConversationParams{}).Conversation.ID
+			var old, next strings.Builder
+			for i := range 2000 {
+				fmt.Fprintf(&old, "line %d: héllo 😀\n", i)
+				fmt.Fprintf(&next, "line %d: wörld 😀\n", i)
+			}
+			path := filepath.Join(e.ws, "big.txt")
+			if err := os.WriteFile(path, []byte(next.String()), 0o644); err != nil {
+				b.Fatal(err)
+			}
+			msg := transcript.Message{ID: e.srv.newID(), Role: transcript.RoleAssistant, Agent: "fake", Status: transcript.StatusCompleted,
+				Segments: []transcript.Segment{{Type: transcript.SegFileChange, Path: path, OldText: sp(old.String()), NewText: sp(next.String())}}}
+			if err := e.store.PutMessage(conv, msg, nowMs()); err != nil {
+				b.Fatal(err)
+			}
+			p := FileChangeParams{ConversationID: conv, MessageID: msg.ID, Path: path}
+			b.ResetTimer()
+			for i := range b.N {
+				method := MethodFileChangeRevert
+				if i%2 == 1 {
+					method = MethodFileChangeApply
+				}
+				if r := call[FileChangeResult](b, c, method, p); !r.Applied || r.Via != via {
+					b.Fatalf("%s: %+v", method, r)
+				}
+			}
+		})
+	}
+}
