@@ -55,7 +55,8 @@ const (
 // ochat/fileChange/revert: the fileChange segment with Path in assistant
 // message MessageID of ConversationID. Path is matched exactly, else after
 // making it absolute against the workspace and cleaning it. Force skips the
-// conflict check (the file is overwritten with the change's text).
+// conflict check: the whole file is overwritten with the change's target
+// text (for an excerpt change, the excerpt alone).
 type FileChangeParams struct {
 	ConversationID string `json:"conversationId"`
 	MessageID      string `json:"messageId"`
