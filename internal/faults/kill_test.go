@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -35,6 +37,8 @@ func scriptOutput(prompt string) string {
 		for i := 0; i < n; i++ {
 			fmt.Fprintf(&b, "%d ", i)
 		}
+	case "WRITE":
+		return "" // killed while its permission question is pending: no text
 	default:
 		return "echo: " + prompt
 	}
@@ -45,6 +49,7 @@ func scriptOutput(prompt string) string {
 type killStats struct {
 	kills, midStream, afterEnd, duringSend int
 	seenBytes, keptBytes                   int
+	pendingPermission, toolKept            int
 }
 
 // TestDaemonSIGKILL kills `ochatd serve` with SIGKILL at random moments of
@@ -71,8 +76,12 @@ func TestDaemonSIGKILL(t *testing.T) {
 	for i := 0; i < n; i++ {
 		prompt := "SLOW 100"
 		maxDelay := 1500
-		if i%2 == 1 {
+		switch i % 3 {
+		case 1:
 			prompt, maxDelay = "FLOOD 5000", 800
+		case 2:
+			// Killed while a permission question is pending.
+			prompt, maxDelay = fmt.Sprintf("WRITE killed-%d.txt never", i), 500
 		}
 		var res daemon.SendResult
 		var view turnView
@@ -105,6 +114,12 @@ func TestDaemonSIGKILL(t *testing.T) {
 
 		// The store as the killed daemon left it.
 		kept := verifyStore(t, w.dbPath, conv, finished, false)
+		if strings.HasPrefix(prompt, "WRITE") && res.TurnID != "" {
+			st.pendingPermission++
+			if hasTool(t, w.dbPath, conv, res.TurnID) {
+				st.toolKept++
+			}
+		}
 		if res.TurnID != "" && !finished[res.TurnID] {
 			st.keptBytes += len(kept[res.TurnID])
 			if seen := text(reduce(res.TurnID, view.events)); !strings.HasPrefix(scriptOutput(prompt), kept[res.TurnID]) {
@@ -116,6 +131,15 @@ func TestDaemonSIGKILL(t *testing.T) {
 		d = w.start()
 		c = w.dial(fmt.Sprintf("killer-%d", i))
 		verifyStoreVia(t, c, conv, finished, kept)
+		sub := call[daemon.SubscribeResult](t, c, daemon.MethodSubscribe, daemon.ConversationParams{ConversationID: conv})
+		if sub.Running != nil || len(sub.Permissions) != 0 {
+			t.Fatalf("kill %d: after the restart the conversation still shows a running turn (%v) or pending permissions (%d)", i, sub.Running != nil, len(sub.Permissions))
+		}
+		if strings.HasPrefix(prompt, "WRITE") {
+			if _, err := os.Stat(filepath.Join(w.ws, fmt.Sprintf("killed-%d.txt", i))); err == nil {
+				t.Fatalf("kill %d: a file whose permission was never granted was written", i)
+			}
+		}
 	}
 	last, v := runTurn(t, c, conv, "test", "PLAIN the conversation continues")
 	if v.terminal.Type != transcript.EvTurnCompleted || text(getMessage(t, c, conv, last.AssistantMessageID)) != "the conversation continues" {
@@ -124,8 +148,29 @@ func TestDaemonSIGKILL(t *testing.T) {
 	finished[last.AssistantMessageID] = true
 	d.stop()
 	verifyStore(t, w.dbPath, conv, finished, true)
-	figure(t, "SIGKILL: %d kills (%d mid-stream, %d after the turn ended, %d during ochat/chat/send); interrupted turns: client saw %d bytes, store kept %d bytes",
-		st.kills, st.midStream, st.afterEnd, st.duringSend, st.seenBytes, st.keptBytes)
+	figure(t, "SIGKILL: %d kills (%d mid-stream, %d after the turn ended, %d during ochat/chat/send; %d with a permission question pending, %d of them with the tool call already stored); interrupted turns: client saw %d bytes, store kept %d bytes",
+		st.kills, st.midStream, st.afterEnd, st.duringSend, st.pendingPermission, st.toolKept, st.seenBytes, st.keptBytes)
+}
+
+// hasTool reports whether the stored message msgID of conv has a tool
+// segment.
+func hasTool(t *testing.T, path, conv, msgID string) bool {
+	t.Helper()
+	s, err := history.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	m, err := s.Message(conv, msgID)
+	if err != nil {
+		return false
+	}
+	for _, seg := range m.Segments {
+		if seg.Type == transcript.SegTool {
+			return true
+		}
+	}
+	return false
 }
 
 // waitNoStrays fails if an agent process still runs 5 s after the daemon
