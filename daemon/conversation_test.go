@@ -598,3 +598,42 @@ func TestInterruptedTurnHandoff(t *testing.T) {
 		t.Fatalf("prompt after the interrupted turn:\n%s", text)
 	}
 }
+
+// TestAgentStateForwarded: slash commands, config options, modes, usage and
+// the session title the agent reports reach the subscribers as
+// ochat/agentState, and agents/list with the conversation shows them merged.
+func TestAgentStateForwarded(t *testing.T) {
+	m := newMultiEnv(t, nil)
+	c := m.dial("x")
+	res := call[SendResult](t, c, MethodChatSend, SendParams{Agent: "a", Text: "PLAIN hi there"})
+	var merged agents.State
+	collect(t, c, res.TurnID, func(n Notification) {
+		if n.Method != NotifyAgentState {
+			return
+		}
+		var p AgentStateParams
+		if err := json.Unmarshal(n.Params, &p); err != nil {
+			t.Fatal(err)
+		}
+		if p.ConversationID != res.ConversationID || p.Agent != "a" {
+			t.Errorf("agentState for %s/%s", p.ConversationID, p.Agent)
+		}
+		mergeState(&merged, p.State)
+	})
+	check := func(what string, st agents.State) {
+		t.Helper()
+		if len(st.Commands) != 2 || st.Usage == nil || st.Usage.Used != 10 || st.Usage.Size != 1000 ||
+			!strings.Contains(st.Title, "PLAIN hi there") || st.Modes == nil {
+			t.Fatalf("%s: %+v", what, st)
+		}
+		if v, _ := configValue(st, "model"); v != "fast" {
+			t.Fatalf("%s: model %q", what, v)
+		}
+	}
+	check("merged notifications", merged)
+	al := call[AgentsListResult](t, c, MethodAgentsList, AgentsListParams{ConversationID: res.ConversationID})
+	if len(al.States) != 1 || !al.States[0].Live {
+		t.Fatalf("agents/list states %+v", al.States)
+	}
+	check("agents/list", al.States[0].State)
+}
