@@ -26,19 +26,28 @@ type sessionResumer interface {
 	ResumeSession(ctx context.Context, id string) (agents.SessionInfo, error)
 }
 
-// reopenMethod picks how to reopen a stored session on conn: session/load
-// when the agent advertises loadSession, else session/resume when it
-// advertises sessionCapabilities.resume (and conn can send it); nil when
-// neither is possible.
-func reopenMethod(conn AgentConn) (string, func(context.Context, string) (agents.SessionInfo, error)) {
+// reopener is one way to reopen a stored session.
+type reopener struct {
+	method string // ACP method name, for logs and errors
+	call   func(context.Context, string) (agents.SessionInfo, error)
+}
+
+// reopenMethods lists how a stored session can be reopened on conn, in the
+// order to try: session/load when the agent advertises loadSession, then
+// session/resume when it advertises sessionCapabilities.resume (and conn can
+// send it) — so an agent whose load fails (gemini-cli 0.61 within the
+// minute of creation) still gets a resume before falling back to
+// session/new.
+func reopenMethods(conn AgentConn) []reopener {
+	var out []reopener
 	caps := conn.Capabilities()
 	if caps.LoadSession {
-		return "session/load", conn.LoadSession
+		out = append(out, reopener{"session/load", conn.LoadSession})
 	}
 	if rs, ok := conn.(sessionResumer); ok && caps.SessionCapabilities.Resume != nil {
-		return "session/resume", rs.ResumeSession
+		out = append(out, reopener{"session/resume", rs.ResumeSession})
 	}
-	return "", nil
+	return out
 }
 
 // closeSessions ends every live agent session of a conversation (edit and

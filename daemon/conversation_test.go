@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -204,37 +205,55 @@ func (c noLoadConn) Capabilities() acp.AgentCapabilities {
 	return caps
 }
 
-// TestHandoffResume: an agent without loadSession but with resume is
-// reopened by session/resume after a daemon restart and gets only what it
-// has not seen.
+// failLoadConn answers session/load with an error, as gemini-cli 0.61 does
+// within the minute a session was created.
+type failLoadConn struct{ *agents.Conn }
+
+func (c failLoadConn) LoadSession(ctx context.Context, id string) (agents.SessionInfo, error) {
+	return agents.SessionInfo{}, errors.New("No previous sessions found for this project.")
+}
+
+// TestHandoffResume: an agent without loadSession, or whose session/load
+// fails, but that has resume is reopened by session/resume after a daemon
+// restart and gets only what it has not seen.
 func TestHandoffResume(t *testing.T) {
-	start := func(o *Options) {
-		o.StartAgent = func(ctx context.Context, spec agents.Spec, ao agents.Options) (AgentConn, error) {
-			c, err := agents.Start(ctx, spec, ao)
-			if err != nil {
-				return nil, err
+	for _, tc := range []struct {
+		name string
+		wrap func(*agents.Conn) AgentConn
+	}{
+		{"no load", func(c *agents.Conn) AgentConn { return noLoadConn{c} }},
+		{"load fails", func(c *agents.Conn) AgentConn { return failLoadConn{c} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := func(o *Options) {
+				o.StartAgent = func(ctx context.Context, spec agents.Spec, ao agents.Options) (AgentConn, error) {
+					c, err := agents.Start(ctx, spec, ao)
+					if err != nil {
+						return nil, err
+					}
+					return tc.wrap(c), nil
+				}
 			}
-			return noLoadConn{c}, nil
-		}
-	}
-	m := newMultiEnv(t, start)
-	c := m.dial("x")
-	res, term, _ := answer(t, c, MethodChatSend, SendParams{Agent: "a", Text: "PLAIN one"})
-	mustComplete(t, "one", term)
-	conv := res.ConversationID
-	_, term, _ = answer(t, c, MethodChatSend, SendParams{ConversationID: conv, Agent: "b", Text: "PLAIN two"})
-	mustComplete(t, "two", term)
-	sid := m.sessionOf(conv, "a")
-	m.restart(m.opts(start))
-	c = m.dial("y")
-	_, term, _ = answer(t, c, MethodChatSend, SendParams{ConversationID: conv, Agent: "a", Text: "PLAIN three"})
-	mustComplete(t, "three", term)
-	if got := m.sessionOf(conv, "a"); got != sid {
-		t.Fatalf("a's session %s after restart, want %s resumed", got, sid)
-	}
-	p := m.prompts("a")[sid]
-	if len(p) != 2 || strings.Contains(p[1], "PLAIN one") || !strings.Contains(p[1], "PLAIN two") || !strings.HasSuffix(p[1], "PLAIN three") {
-		t.Fatalf("a's prompts after resume: %q", p)
+			m := newMultiEnv(t, start)
+			c := m.dial("x")
+			res, term, _ := answer(t, c, MethodChatSend, SendParams{Agent: "a", Text: "PLAIN one"})
+			mustComplete(t, "one", term)
+			conv := res.ConversationID
+			_, term, _ = answer(t, c, MethodChatSend, SendParams{ConversationID: conv, Agent: "b", Text: "PLAIN two"})
+			mustComplete(t, "two", term)
+			sid := m.sessionOf(conv, "a")
+			m.restart(m.opts(start))
+			c = m.dial("y")
+			_, term, _ = answer(t, c, MethodChatSend, SendParams{ConversationID: conv, Agent: "a", Text: "PLAIN three"})
+			mustComplete(t, "three", term)
+			if got := m.sessionOf(conv, "a"); got != sid {
+				t.Fatalf("a's session %s after restart, want %s resumed", got, sid)
+			}
+			p := m.prompts("a")[sid]
+			if len(p) != 2 || strings.Contains(p[1], "PLAIN one") || !strings.Contains(p[1], "PLAIN two") || !strings.HasSuffix(p[1], "PLAIN three") {
+				t.Fatalf("a's prompts after resume: %q", p)
+			}
+		})
 	}
 }
 

@@ -389,20 +389,20 @@ func (s *Server) ensureSession(ctx context.Context, convID, agent string, spec a
 		return info, err
 	}
 	if stored.SessionID != "" {
-		method, reopen := reopenMethod(sl.conn)
-		if reopen != nil {
-			info, err = timed(method, func(c context.Context) (agents.SessionInfo, error) { return reopen(c, stored.SessionID) })
+		for _, ro := range reopenMethods(sl.conn) {
+			info, err = timed(ro.method, func(c context.Context) (agents.SessionInfo, error) { return ro.call(c, stored.SessionID) })
 			if err == nil {
 				reopened = true
-			} else if ctx.Err() != nil {
+				break
+			}
+			if ctx.Err() != nil {
 				return nil, "", false, "", err
-			} else {
-				s.log.Info(method+" failed; starting a new session", "agent", agent, "session", stored.SessionID, "err", err)
-				select {
-				case <-sl.conn.Done():
-					return nil, "", false, "", err
-				default:
-				}
+			}
+			s.log.Info(ro.method+" failed", "agent", agent, "session", stored.SessionID, "err", err)
+			select {
+			case <-sl.conn.Done():
+				return nil, "", false, "", err
+			default:
 			}
 		}
 	}
