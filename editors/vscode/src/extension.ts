@@ -9,7 +9,7 @@ import { DaemonClient } from './client/daemon';
 import { ChatController } from './ui/chatController';
 import { ChatViewProvider } from './ui/chatView';
 import { HistoryProvider } from './ui/historyView';
-import { DIFF_SCHEME, DiffDocuments, applyChange, handleApplyEdit, openDiff, reviewTurn } from './ui/diffs';
+import { DIFF_SCHEME, DiffDocuments, changeFile, handleApplyEdit, openDiff, reviewTurn } from './ui/diffs';
 import { Methods, type NativeSession } from './model/protocol';
 import type { HistoryNode } from './model/historyTree';
 
@@ -67,10 +67,10 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
         : model.fileChanges(msg.messageId).find((c) => c.segment.path === msg.path)?.segment;
       if (seg) void openDiff(docs, seg, msg.permissionId ? 'proposed' : undefined);
     },
-    reviewTurn: (model, id) => void reviewTurn(docs, model, id),
+    reviewTurn: (model, id) => void reviewTurn(docs, model, id, (mid, seg) => changeFile(client, model.conversation?.id, mid, seg, 'revert')),
     applyChange: (model, id, p, action) => {
       const seg = model.fileChanges(id).find((c) => c.segment.path === p)?.segment;
-      if (seg) void applyChange(seg, action);
+      if (seg) void changeFile(client, model.conversation?.id, id, seg, action).then(() => controller.postInit());
     },
   });
   context.subscriptions.push(controller, history);
@@ -162,7 +162,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
     chatView.reveal();
   });
   reg('ochat.cancel', () => controller.cancel());
-  reg('ochat.reviewTurn', async (messageId?: string) => reviewTurn(docs, controller.model, typeof messageId === 'string' ? messageId : undefined));
+  reg('ochat.reviewTurn', async (messageId?: string) =>
+    reviewTurn(docs, controller.model, typeof messageId === 'string' ? messageId : undefined,
+      (mid, seg) => changeFile(client, controller.model.conversation?.id, mid, seg, 'revert')));
   reg('ochat.reconnect', () => client.restart());
   reg('ochat.showLog', async () => out.show());
   reg('ochat.history.refresh', () => history.refresh());

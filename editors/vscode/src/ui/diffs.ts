@@ -9,6 +9,8 @@ import * as path from 'node:path';
 import type { ConversationModel } from '../model/conversation';
 import type { Segment } from '../model/protocol';
 import { sidesFromUnifiedDiff } from '../model/diffText';
+import { ErrorCodes } from '../model/protocol';
+import type { Rpc } from './chatController';
 
 export const DIFF_SCHEME = 'ochat-diff';
 
@@ -49,10 +51,40 @@ export function fileUri(p: string): vscode.Uri {
   return root ? vscode.Uri.joinPath(root, p) : vscode.Uri.file(p);
 }
 
+/** once returns the index of the only occurrence of part in text, or -1. */
+function once(text: string, part: string): number {
+  if (!part) return -1;
+  const i = text.indexOf(part);
+  return i >= 0 && text.indexOf(part, i + 1) < 0 ? i : -1;
+}
+
+/**
+ * fileSides widens an excerpt change (an Edit's old/new string) to the whole
+ * file as it is on disk: after the edit (the file holds newText once) or
+ * before it (a proposed edit: the file holds oldText once). Whole-file changes
+ * and unknown texts are returned as sides() gives them.
+ */
+export async function fileSides(seg: Segment): Promise<{ before: string; after: string; partial: boolean }> {
+  const s = sides(seg);
+  if (seg.newText == null || seg.oldText == null) return s;
+  let disk: string;
+  try {
+    disk = (await vscode.workspace.openTextDocument(fileUri(seg.path ?? ''))).getText();
+  } catch {
+    return s;
+  }
+  if (disk === seg.newText || disk === seg.oldText) return s;
+  let i = once(disk, seg.newText);
+  if (i >= 0) return { before: disk.slice(0, i) + seg.oldText + disk.slice(i + seg.newText.length), after: disk, partial: false };
+  i = once(disk, seg.oldText);
+  if (i >= 0) return { before: disk, after: disk.slice(0, i) + seg.newText + disk.slice(i + seg.oldText.length), partial: false };
+  return s;
+}
+
 /** openDiff opens the diff editor for one file change. */
 export async function openDiff(docs: DiffDocuments, seg: Segment, label?: string): Promise<void> {
   const p = seg.path ?? 'file';
-  const s = sides(seg);
+  const s = await fileSides(seg);
   const rel = vscode.workspace.asRelativePath(p, false);
   const left = docs.register(rel, 'before', s.before);
   const right = docs.register(rel, 'after', s.after);
@@ -122,7 +154,10 @@ export async function applyChange(seg: Segment, action: 'apply' | 'revert'): Pro
  * reviewTurn walks every file change of one turn: it opens each diff in turn
  * and asks Next / Revert / Stop.
  */
-export async function reviewTurn(docs: DiffDocuments, model: ConversationModel, messageId?: string): Promise<number> {
+export async function reviewTurn(
+  docs: DiffDocuments, model: ConversationModel, messageId?: string,
+  revert: (messageId: string, seg: Segment) => Promise<boolean> = (_m, seg) => applyChange(seg, 'revert'),
+): Promise<number> {
   const id = messageId || model.lastTurnWithChanges();
   const changes = id ? model.fileChanges(id) : [];
   if (!changes.length) {
@@ -140,7 +175,7 @@ export async function reviewTurn(docs: DiffDocuments, model: ConversationModel, 
       ...(last ? ['Done'] : ['Next']), 'Revert This File', 'Stop',
     );
     if (choice === 'Revert This File') {
-      await applyChange(seg, 'revert');
+      await revert(changes[i].messageId, seg);
       if (last) break;
     } else if (choice !== 'Next') break;
   }
@@ -188,5 +223,41 @@ export async function handleApplyEdit(params: { label?: string; edit: LspWorkspa
     return applied ? { applied } : { applied, failureReason: 'the editor refused the edit' };
   } catch (err) {
     return { applied: false, failureReason: (err as Error).message };
+  }
+}
+
+/**
+ * changeFile applies or reverts one fileChange through the daemon
+ * (ochat/fileChange/apply|revert), which computes the edit from what the file
+ * holds now — also for excerpt edits — and sends it back as a
+ * workspace/applyEdit that VS Code applies (undoable). A conflict
+ * (-32003, the file changed since) asks before retrying with force; a daemon
+ * without the methods (-32601) falls back to applyChange. Returns whether the
+ * file now holds the target.
+ */
+export async function changeFile(rpc: Rpc, conversationId: string | undefined, messageId: string, seg: Segment, action: 'apply' | 'revert'): Promise<boolean> {
+  if (!conversationId) return applyChange(seg, action);
+  const method = action === 'apply' ? 'ochat/fileChange/apply' : 'ochat/fileChange/revert';
+  const params = { conversationId, messageId, path: seg.path };
+  const rel = vscode.workspace.asRelativePath(seg.path ?? '', false);
+  type Result = { applied: boolean; reason?: string; status?: string };
+  const done = (res: Result): boolean => {
+    if (res.status) seg.status = res.status;
+    if (!res.applied && res.reason) void vscode.window.showInformationMessage(`ochat: ${rel}: ${res.reason}`);
+    return res.applied || /^already/.test(res.reason ?? '');
+  };
+  try {
+    return done(await rpc.request<Result>(method, params));
+  } catch (err) {
+    const code = (err as { code?: number }).code;
+    const message = (err as Error).message;
+    if (code === ErrorCodes.methodNotFound) return applyChange(seg, action);
+    if (code === ErrorCodes.conflict && /changed since/.test(message)) {
+      const go = await vscode.window.showWarningMessage(`ochat: ${message}`, { modal: true }, 'Overwrite');
+      if (go !== 'Overwrite') return false;
+      return done(await rpc.request<Result>(method, { ...params, force: true }));
+    }
+    void vscode.window.showErrorMessage(`ochat: ${action} ${rel}: ${message}`);
+    return false;
   }
 }

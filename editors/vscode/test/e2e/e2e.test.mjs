@@ -314,6 +314,17 @@ e2e('review this turn: the diff opens, Revert This File undoes the change throug
   await page.screenshot({ path: join(artifacts, 'e2e-review.png') });
   await toast.locator('.monaco-button', { hasText: 'Revert This File' }).click();
   await waitFor(() => !existsSync(join(ws, 'other.txt')), 'other.txt removed by the revert');
+  // The daemon computed the revert (ochat/fileChange/revert → workspace/applyEdit) and recorded it.
+  const { c, close } = await secondClient();
+  try {
+    const { conversations } = await c.sendRequest('ochat/conversations/list', {});
+    const conv = conversations.find((x) => x.title.startsWith('PLAIN hello from code-server'));
+    const { messages } = await c.sendRequest('ochat/conversations/get', { conversationId: conv.id });
+    const fc = messages.flatMap((m) => m.segments ?? []).find((x) => x.type === 'fileChange' && x.path.endsWith('other.txt'));
+    assert.equal(fc?.status, 'reverted');
+  } finally {
+    close();
+  }
 });
 
 e2e('history: open a transcript read-only from the context menu, continue it, rename it', async () => {

@@ -3,7 +3,8 @@ import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import { recorded, reset, type WorkspaceEdit } from './fakeVscode';
 import { lineDiff, parseUnifiedDiff, sidesFromUnifiedDiff } from '../../src/model/diffText';
-import { DiffDocuments, applyChange, handleApplyEdit, openDiff, reviewTurn, sides, toWorkspaceEdit } from '../../src/ui/diffs';
+import { DiffDocuments, applyChange, changeFile, fileSides, handleApplyEdit, openDiff, reviewTurn, sides, toWorkspaceEdit } from '../../src/ui/diffs';
+import { FakeRpc } from './fakeRpc';
 import { ConversationModel } from '../../src/model/conversation';
 import { splitBlocks } from '../../webview/blocks';
 
@@ -103,4 +104,37 @@ test('workspace/applyEdit: LSP WorkspaceEdit is converted and applied', async ()
 test('splitBlocks splits at blank lines outside fences', () => {
   assert.deepEqual(splitBlocks('# T\n\npara one\nline\n\n```go\na\n\nb\n```\n\n- x\n- y\n'), ['# T', 'para one\nline', '```go\na\n\nb\n```', '- x\n- y']);
   assert.deepEqual(splitBlocks('~~~\nopen fence\n\nstill code'), ['~~~\nopen fence\n\nstill code']);
+});
+
+test('fileSides widens an excerpt edit to the whole file, after and before the edit', async () => {
+  reset();
+  recorded.docs.set('file:///ws/a.go', 'package a\n\nfunc f() int { return 2 }\n');
+  const seg = { type: 'fileChange', path: '/ws/a.go', oldText: 'return 1', newText: 'return 2' };
+  assert.deepEqual(await fileSides(seg), { before: 'package a\n\nfunc f() int { return 1 }\n', after: 'package a\n\nfunc f() int { return 2 }\n', partial: false });
+  recorded.docs.set('file:///ws/a.go', 'package a\n\nfunc f() int { return 1 }\n');
+  assert.equal((await fileSides(seg)).after, 'package a\n\nfunc f() int { return 2 }\n', 'a proposed edit');
+  recorded.docs.set('file:///ws/a.go', 'return 2; return 2');
+  assert.deepEqual(await fileSides(seg), { before: 'return 1', after: 'return 2', partial: false }, 'ambiguous: the excerpt itself');
+});
+
+test('changeFile goes through ochat/fileChange/*, asks on a conflict, falls back without the method', async () => {
+  reset();
+  const rpc = new FakeRpc();
+  const seg: { type: string; path: string; oldText: string; newText: string; status?: string } = { type: 'fileChange', path: '/ws/a.txt', oldText: 'old', newText: 'new' };
+  rpc.handlers.set('ochat/fileChange/revert', (p) => (p.force ? { applied: true, via: 'editor', status: 'reverted' }
+    : (() => { throw Object.assign(new Error("/ws/a.txt changed since the agent's edit; review the diff"), { code: -32003 }); })()));
+  recorded.answers.push('Overwrite');
+  assert.equal(await changeFile(rpc, 'C1', 'A1', seg, 'revert'), true);
+  assert.deepEqual(rpc.requests.map((r) => r.params), [
+    { conversationId: 'C1', messageId: 'A1', path: '/ws/a.txt' },
+    { conversationId: 'C1', messageId: 'A1', path: '/ws/a.txt', force: true },
+  ]);
+  assert.match(recorded.messages[0].text, /changed since the agent's edit/);
+  assert.equal(seg.status, 'reverted');
+  rpc.handlers.set('ochat/fileChange/apply', () => ({ applied: false, reason: 'already applied', status: 'applied' }));
+  assert.equal(await changeFile(rpc, 'C1', 'A1', seg, 'apply'), true);
+  const rpc2 = new FakeRpc(); // an older daemon
+  recorded.docs.set('file:///ws/a.txt', 'new');
+  assert.equal(await changeFile(rpc2, 'C1', 'A1', { ...seg }, 'revert'), true);
+  assert.equal((recorded.edits.at(-1) as WorkspaceEdit).ops[0].op, 'replace');
 });
