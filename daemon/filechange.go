@@ -54,7 +54,8 @@ const (
 // FileChangeParams are the params of ochat/fileChange/apply and
 // ochat/fileChange/revert: the fileChange segment with Path in assistant
 // message MessageID of ConversationID. Path is matched exactly, else after
-// making it absolute against the workspace and cleaning it. Force skips the
+// making it absolute against the workspace and cleaning it. Force (only
+// through an editor, or for a file that no longer exists) skips the
 // conflict check: the whole file is overwritten with the change's target
 // text (for an excerpt change, the excerpt alone).
 type FileChangeParams struct {
@@ -251,6 +252,12 @@ func (s *Server) doFileChange(ctx context.Context, ed *client, p FileChangeParam
 		return FileChangeResult{Applied: false, Reason: "already " + status, Status: status}, nil
 	case pl.kind == planConflict && !p.Force:
 		return FileChangeResult{}, jsonrpc2.Errorf(CodeConflict, "%s changed since the agent's edit; review the diff (or %s with force: true to overwrite it)", seg.Path, action)
+	case pl.kind == planConflict && ed == nil && cur != nil:
+		// Forcing replaces the whole file with the target text, which for an
+		// excerpt change (Claude's Edit) is only the excerpt: on disk that
+		// would lose the rest of the file for good, so force needs an editor,
+		// where the edit is one undo step.
+		return FileChangeResult{}, jsonrpc2.Errorf(CodeConflict, "%s changed since the agent's edit and force needs an editor (where the edit can be undone): open the diff in VS Code or Neovim, or edit the file by hand", seg.Path)
 	case pl.kind == planConflict:
 		pl = changePlan{kind: planWhole}
 	}

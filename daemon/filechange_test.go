@@ -478,10 +478,22 @@ func TestFileChangeApplyRevert(t *testing.T) {
 	if !strings.Contains(msg, "changed since the agent's edit") {
 		t.Fatalf("conflict message %q", msg)
 	}
+	// Forcing on disk would lose what the user wrote for good: refused, file kept.
 	p2.Force = true
+	msg = callErr(t, cli, MethodFileChangeApply, p2, CodeConflict)
+	if !strings.Contains(msg, "force needs an editor") {
+		t.Fatalf("forced conflict on disk: %q", msg)
+	}
+	if got := readFileOrNil(t, path); got == nil || *got != "mine\n" {
+		t.Fatalf("after refused forced apply on disk: %v", got)
+	}
+	// A file that is gone can be forced back on disk.
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
 	r = call[FileChangeResult](t, cli, MethodFileChangeApply, p2)
 	if !r.Applied || r.Via != ViaDisk {
-		t.Fatalf("forced apply: %+v", r)
+		t.Fatalf("forced apply of a removed file: %+v", r)
 	}
 	if got := readFileOrNil(t, path); got == nil || *got != second {
 		t.Fatalf("after forced apply on disk: %v", got)

@@ -41,7 +41,7 @@ func runFileChange(ctx context.Context, env *Env, args []string, revert bool) in
 	}
 	var c common
 	fs := newFlags(env, name, &c, true)
-	force := fs.Bool("force", false, "overwrite a file that changed since the agent's edit")
+	force := fs.Bool("force", false, "recreate a file that was deleted since the agent's edit (overwriting a changed file needs an editor)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return exitFlag(err)

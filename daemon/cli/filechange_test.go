@@ -64,8 +64,11 @@ func TestCLIRevertApply(t *testing.T) {
 	if code, _, errs = d.run(t, "", "revert", conv); code != 1 || !strings.Contains(errs, "changed since the agent's edit") {
 		t.Fatalf("conflicting revert: %d %q", code, errs)
 	}
-	if code, out, errs = d.run(t, "", "revert", "--force", conv); code != 0 || strings.TrimSpace(out) != "reverted hello.txt" {
-		t.Fatalf("forced revert: %d %q %q", code, out, errs)
+	if code, _, errs = d.run(t, "", "revert", "--force", conv); code != 1 || !strings.Contains(errs, "force needs an editor") {
+		t.Fatalf("forced revert on disk: %d %q", code, errs)
+	}
+	if b, err := os.ReadFile(hello); err != nil || string(b) != "mine\n" {
+		t.Fatalf("hello.txt after a refused forced revert: %q %v", b, err)
 	}
 	if code, _, errs = d.run(t, "", "revert", conv, "no-such-message"); code != 1 || !strings.Contains(errs, "no file changes") {
 		t.Fatalf("unknown message: %d %q", code, errs)
