@@ -25,7 +25,11 @@ type handoffWorld struct {
 	ws string
 }
 
-func newHandoffWorld(t *testing.T) *handoffWorld {
+func newHandoffWorld(t *testing.T) *handoffWorld { return newHandoffWorldCodex(t, "") }
+
+// newHandoffWorldCodex is newHandoffWorld with codex's approval policy
+// replaced (with sandbox danger-full-access; "" keeps setupAgent's).
+func newHandoffWorldCodex(t *testing.T, approval string) *handoffWorld {
 	t.Helper()
 	need(t)
 	in := adapters(t)
@@ -36,6 +40,14 @@ func newHandoffWorld(t *testing.T) *handoffWorld {
 	}
 	s := fakeModel(t)
 	codex, claude := setupAgent(t, "codex", s, in, root), setupAgent(t, "claude", s, in, root)
+	if approval != "" {
+		env, err := s.CodexEnv(codex.env["CODEX_HOME"], codex.env["HOME"], approval, "danger-full-access")
+		if err != nil {
+			t.Fatal(err)
+		}
+		env["TMPDIR"] = codex.env["TMPDIR"]
+		codex.env = env
+	}
 	d := newDaemonEnv(t, []agentSetup{codex, claude}, root, ws)
 	d.start()
 	t.Cleanup(func() {
@@ -297,7 +309,9 @@ func codexState(ctx context.Context, t *testing.T, c *daemon.Client, conv string
 // restarts the daemon, and proves they hold in the reloaded session and are
 // replayed into a new one (a retry).
 func TestDaemonCodexConfigReplay(t *testing.T) {
-	w := newHandoffWorld(t)
+	// approval "never" + danger-full-access is codex's "full-access"
+	// preset, so codex offers its mode option.
+	w := newHandoffWorldCodex(t, "never")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	c := w.d.client(ctx)
@@ -345,6 +359,16 @@ func TestDaemonCodexConfigReplay(t *testing.T) {
 			}
 		}
 		req := w.mainRequest(t, "codex", text, 0)
+		if mode := want["mode"]; mode != "" {
+			// codex states its sandbox in a <permissions instructions>
+			// block, adding a new one when it changes: the last one holds.
+			body := string(req.RawBody)
+			const key = "`sandbox_mode` is `"
+			i := strings.LastIndex(body, key)
+			if i < 0 || !strings.HasPrefix(body[i+len(key):], mode+"`") {
+				t.Errorf("%s: the model request's last permissions block does not say sandbox %s", step, mode)
+			}
+		}
 		if req.Model != want["model"] {
 			t.Errorf("%s: model request used model %q, want %q", step, req.Model, want["model"])
 		}
