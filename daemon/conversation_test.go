@@ -656,3 +656,33 @@ func TestAgentStateForwarded(t *testing.T) {
 	}
 	check("agents/list", al.States[0].State)
 }
+
+// TestUnseenMessages: a fresh session sees everything; otherwise the
+// messages whose id sorts after the cursor, even when the cursor's own
+// message is gone.
+func TestUnseenMessages(t *testing.T) {
+	msgs := []transcript.Message{{ID: "01B"}, {ID: "01D"}, {ID: "01F"}, {ID: "01H"}}
+	ids := func(ms []transcript.Message) string {
+		var out []string
+		for _, m := range ms {
+			out = append(out, m.ID)
+		}
+		return strings.Join(out, ",")
+	}
+	for _, tc := range []struct {
+		fresh  bool
+		cursor string
+		want   string
+	}{
+		{true, "01D", "01B,01D,01F,01H"},
+		{false, "", "01B,01D,01F,01H"},
+		{false, "01D", "01F,01H"},
+		{false, "01E", "01F,01H"}, // the cursor's message was dropped
+		{false, "01H", ""},
+		{false, "01A", "01B,01D,01F,01H"},
+	} {
+		if got := ids(unseenMessages(msgs, tc.fresh, tc.cursor)); got != tc.want {
+			t.Errorf("fresh=%v cursor=%s: %q, want %q", tc.fresh, tc.cursor, got, tc.want)
+		}
+	}
+}
