@@ -332,9 +332,10 @@ func (s *Server) watchIdle(r *run) {
 
 // ensureSession returns a live agent connection and session for (convID,
 // agent): the live one, else (a new process if need be and) session/load of
-// the stored session id when the agent advertises loadSession, else
-// session/resume when it advertises sessionCapabilities.resume, else
-// session/new with the cursor reset. The config values accepted earlier for
+// the stored session id when the agent advertises loadSession, then (no
+// load, or it failed) session/resume when it advertises
+// sessionCapabilities.resume (reopenMethods), else session/new with the
+// cursor reset. The config values accepted earlier for
 // (convID, agent) are replayed into a session that was created or reopened.
 // fresh reports a session that has seen nothing of the conversation; cursor
 // is the id of the last message the session has seen.
