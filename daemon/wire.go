@@ -315,7 +315,10 @@ type SetConfigParams struct {
 }
 
 func (p *SetConfigParams) validate() error {
-	for _, f := range [][2]string{{"conversationId", p.ConversationID}, {"agent", p.Agent}, {"configId", p.ConfigID}} {
+	if p.ConversationID == "" {
+		return fieldError("conversationId", "is required: config values are kept per conversation (create it first with ochat/conversations/create)")
+	}
+	for _, f := range [][2]string{{"agent", p.Agent}, {"configId", p.ConfigID}} {
 		if err := required(f[0], f[1]); err != nil {
 			return err
 		}
