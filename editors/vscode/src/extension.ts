@@ -5,6 +5,7 @@
  */
 import * as vscode from 'vscode';
 import { createHash } from 'node:crypto';
+import { execFile } from 'node:child_process';
 import { DaemonClient } from './client/daemon';
 import { ChatController } from './ui/chatController';
 import { ChatViewProvider } from './ui/chatView';
@@ -198,14 +199,25 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
   reg('ochat.history.export', async (node?: HistoryNode) => {
     const id = await nodeConversation(node);
     if (!id) return;
+    const pick = await vscode.window.showQuickPick(
+      [
+        { label: 'Markdown', format: 'markdown', ext: 'md' },
+        { label: 'Session event log (JSON Lines)', format: 'events', ext: 'jsonl' },
+        { label: 'JSON', format: 'json', ext: 'json' },
+      ],
+      { placeHolder: 'Export format' },
+    );
+    if (!pick) return;
     let text: string;
-    let ext = 'jsonl';
+    let ext = pick.ext;
     try {
-      const res = await client.request<{ content?: string; lines?: string[]; events?: unknown[] }>(Methods.exportConversation, { conversationId: id });
-      text = res.content ?? res.lines?.join('\n') ?? (res.events ?? []).map((e) => JSON.stringify(e)).join('\n');
-    } catch {
-      const res = await client.request(Methods.conversationsGet, { conversationId: id });
-      text = JSON.stringify(res, null, 2);
+      const res = await client.request<{ content: string; degradations?: unknown[] }>(Methods.exportConversation, { conversationId: id, format: pick.format });
+      text = res.content;
+      if (res.degradations?.length) out.appendLine(`export ${id}: ${res.degradations.length} degradation(s): ${JSON.stringify(res.degradations)}`);
+    } catch (err) {
+      if ((err as { code?: number }).code !== -32601) throw err;
+      // An ochatd without ochat/export: the stored conversation as JSON.
+      text = JSON.stringify(await client.request(Methods.conversationsGet, { conversationId: id }), null, 2);
       ext = 'json';
     }
     const target = await vscode.window.showSaveDialog({
@@ -214,6 +226,20 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
     if (!target) return;
     await vscode.workspace.fs.writeFile(target, new TextEncoder().encode(text));
     void vscode.window.showInformationMessage(`ochat: exported to ${vscode.workspace.asRelativePath(target)}`);
+  });
+  reg('ochat.trustWorkspace', async () => {
+    // Workspace agent settings run programs: the daemon ignores them until the user trusts the file (ochatd trust).
+    const settings = vscode.Uri.joinPath(vscode.Uri.file(folder), '.ochat', 'settings.json');
+    await vscode.window.showTextDocument(settings, { preview: true }).then(undefined, () => undefined);
+    const ok = await vscode.window.showWarningMessage(
+      'Trust the agent settings of this workspace (.ochat/settings.json)? The agents it names will run with your permissions.',
+      { modal: true }, 'Trust');
+    if (ok !== 'Trust') return;
+    const bin = cfg().get<string>('path') || 'ochatd';
+    await new Promise<void>((resolve, reject) =>
+      execFile(bin, ['trust', '--workspace', folder], (err, _stdout, stderr) => (err ? reject(new Error(`ochatd trust: ${stderr || err.message}`)) : resolve())));
+    await controller.refreshAgents();
+    void vscode.window.showInformationMessage('ochat: workspace agent settings trusted.');
   });
   return { client, controller, history };
 }

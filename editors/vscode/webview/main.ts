@@ -59,9 +59,12 @@ const cancelBtn = h('button', { class: 'cancel hidden', title: 'Cancel the turn'
 const usageEl = h('span', { class: 'usage' });
 const composer = h('div', { class: 'composer' }, popup, chips, input,
   h('div', { class: 'toolbar' }, agentSelect, configEl, usageEl, h('span', { class: 'spacer' }), cancelBtn, sendBtn));
+const trustBar = h('div', { class: 'trust hidden' }, icon('shield'),
+  h('span', { text: " This workspace's .ochat/settings.json names agents that stay off until you trust it. " }),
+  h('button', { onclick: () => post({ type: 'trustWorkspace' }) }, 'Review and trust'));
 const readonlyBar = h('div', { class: 'readonly hidden' }, icon('lock'), h('span', { text: ' Read-only transcript ' }),
   h('button', { onclick: () => post({ type: 'continue' }) }, icon('debug-continue'), ' Continue this conversation'));
-append(app, header, transcript, permissionsEl, working, errorEl, readonlyBar, composer);
+append(app, header, transcript, permissionsEl, working, errorEl, trustBar, readonlyBar, composer);
 input.value = saved.draft ?? '';
 
 function save(patch: Partial<SavedState>): void {
@@ -297,11 +300,12 @@ function renderChrome(): void {
 function renderAgents(): void {
   agentSelect.textContent = '';
   for (const a of agents) {
-    const o = h('option', { value: a.name, text: a.available ? a.name : `${a.name} (unavailable)`, title: a.reason ?? a.command ?? '' });
+    const o = h('option', { value: a.name, text: a.available ? a.name : `${a.name} (${a.untrusted ? 'untrusted' : 'unavailable'})`, title: [a.reason, a.install].filter(Boolean).join('\n') || a.command || '' });
     if (!a.available) o.disabled = true;
     agentSelect.appendChild(o);
   }
   if (selectedAgent) agentSelect.value = selectedAgent;
+  trustBar.classList.toggle('hidden', !agents.some((a) => a.untrusted));
   renderConfig();
 }
 

@@ -185,6 +185,9 @@ export interface AgentInfo {
   available: boolean;
   reason?: string;
   install?: string;
+  /** Held back until the workspace's .ochat/settings.json is trusted (ochatd trust). */
+  untrusted?: boolean;
+  note?: string;
 }
 
 /** A slash command the agent advertised (ACP AvailableCommand). */

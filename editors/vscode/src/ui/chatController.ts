@@ -293,6 +293,9 @@ export class ChatController implements vscode.Disposable {
         case 'newConversation':
           this.newConversation();
           return;
+        case 'trustWorkspace':
+          await vscode.commands.executeCommand('ochat.trustWorkspace');
+          return;
         case 'continue':
           this.model.readOnly = false;
           this.postInit();

@@ -40,5 +40,6 @@ export type WebviewMessage =
   | { type: 'mention'; query: string }
   | { type: 'openFile'; path: string }
   | { type: 'openLink'; href: string }
+  | { type: 'trustWorkspace' }
   | { type: 'newConversation' }
   | { type: 'continue' };

@@ -55,6 +55,12 @@ test('renders a conversation: activity summary, markdown, highlighting, sanitisi
   assert.deepEqual(await page.locator('select.cfg[data-config="model"] option').allInnerTexts(), ['Sonnet', 'Opus']);
   assert.match(await page.locator('.usage').innerText(), /26% context/);
   assert.equal(await page.locator('select.agent option[disabled]').innerText(), 'gemini (unavailable)');
+  assert.equal(await page.locator('.trust.hidden').count(), 1, 'no trust notice without untrusted agents');
+  await host(page, { type: 'agents', agents: [...init().agents, { name: 'local', available: false, untrusted: true, reason: 'workspace settings are not trusted' }], selectedAgent: 'claude' });
+  await page.waitForSelector('.trust:not(.hidden)');
+  assert.equal(await page.locator('select.agent option[value="local"]').innerText(), 'local (untrusted)');
+  await page.locator('.trust button').click();
+  assert.deepEqual((await posted(page)).at(-1), { type: 'trustWorkspace' });
   await page.screenshot({ path: join(artifacts, 'webview.png'), fullPage: false });
   // answering posts the option; the resolution removes the card
   await perm.locator('.perm-option[data-option="allow"]').click();
