@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	acp "github.com/coder/acp-go-sdk"
 
@@ -74,6 +75,116 @@ type toolRec struct {
 	started time.Time
 	inTurn  bool                          // touched during the running prompt turn
 	files   map[string]transcript.Segment // last fileChange emitted per path
+}
+
+// Caps on what one tool call may put into the transcript. Everything the
+// mapper emits is capped, so the daemon's replay buffer, the store and every
+// snapshot hold the capped version. A cut keeps the head and the tail and
+// puts cutMarker in between.
+const (
+	// maxToolTextBytes caps a tool's Output (ACP ToolCall content text or
+	// rawOutput) and its Input (rawInput, see capInput): 256 KB.
+	maxToolTextBytes = 256 << 10
+	// maxFileTextBytes caps a fileChange's OldText and NewText: 10 MB, the
+	// size fs/write_text_file accepts (maxWriteBytes). They stay whole
+	// below it, because apply and revert write them to disk.
+	maxFileTextBytes = maxWriteBytes
+)
+
+// cutMarker is what replaces the middle of a capped text; %d is the number
+// of bytes cut.
+const cutMarker = "\n… [ochat: %d bytes cut] …\n"
+
+// capText returns s unchanged when it has at most limit bytes, else its head
+// and tail around cutMarker, at most limit bytes in all, both cut at UTF-8
+// character boundaries.
+func capText(s string, limit int) string {
+	if len(s) <= limit {
+		return s
+	}
+	// The marker is at most 64 bytes; keep the rest, half head, half tail.
+	keep := max(limit-64, 0)
+	head := keep / 2
+	for head > 0 && !utf8.RuneStart(s[head]) {
+		head--
+	}
+	tail := len(s) - (keep - head)
+	for tail < len(s) && !utf8.RuneStart(s[tail]) {
+		tail++
+	}
+	return s[:head] + fmt.Sprintf(cutMarker, tail-head) + s[tail:]
+}
+
+// capTextPtr is capText for an optional text (nil stays nil).
+func capTextPtr(s *string, limit int) *string {
+	if s == nil || len(*s) <= limit {
+		return s
+	}
+	c := capText(*s, limit)
+	return &c
+}
+
+// capInput returns a copy of a tool's rawInput of at most about limit bytes.
+// A larger input keeps its JSON shape when it can: its long string values
+// (a Write tool's file content, say) are cut with capText, each to a
+// shorter length until the whole fits. An input that still does not fit
+// (a huge array of short values) or is not valid JSON becomes a JSON string
+// of its cut raw text.
+func capInput(raw json.RawMessage, limit int) json.RawMessage {
+	if len(raw) <= limit {
+		return append(json.RawMessage(nil), raw...)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) == nil {
+		for each := limit / 4; each >= 1<<10; each /= 2 {
+			if b, ok := encodeJSON(capStrings(v, each)); ok && len(b) <= limit {
+				return b
+			}
+		}
+	}
+	text := strings.ToValidUTF8(string(raw), "\uFFFD")
+	for l := limit; ; l -= l / 4 {
+		// Escaping can make the encoded string longer than the text.
+		if b, _ := encodeJSON(capText(text, l)); len(b) <= limit || l < 1<<10 {
+			return b
+		}
+	}
+}
+
+// capStrings returns v (decoded JSON) with every string longer than each
+// bytes cut by capText; v itself is not changed.
+func capStrings(v any, each int) any {
+	switch x := v.(type) {
+	case string:
+		return capText(x, each)
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = capStrings(e, each)
+		}
+		return out
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[capText(k, each)] = capStrings(e, each)
+		}
+		return out
+	}
+	return v
+}
+
+// encodeJSON encodes v without HTML escaping and without the trailing
+// newline.
+func encodeJSON(v any) (json.RawMessage, bool) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if enc.Encode(v) != nil {
+		return nil, false
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), true
 }
 
 // mapper turns the session/update stream of one session into live events and
@@ -337,7 +448,7 @@ func (m *mapper) mergeTool(u *rawUpdate, inTurn bool) []transcript.Event {
 		seg.ProviderKind = *u.Kind
 	}
 	if !isNull(u.RawInput) && !(isEmptyObject(u.RawInput) && len(seg.Input) > 0) {
-		seg.Input = append(json.RawMessage(nil), u.RawInput...)
+		seg.Input = capInput(u.RawInput, maxToolTextBytes)
 	}
 	var diffs []toolContent
 	contentText, haveContentText := "", false
@@ -371,6 +482,7 @@ func (m *mapper) mergeTool(u *rawUpdate, inTurn bool) []transcript.Event {
 	if !isNull(u.RawOutput) && (!haveContentText || contentText == "") {
 		seg.Output = rawOutputText(u.RawOutput)
 	}
+	seg.Output = capText(seg.Output, maxToolTextBytes)
 	if u.Status != nil {
 		if st, ok := toolStatus(*u.Status); ok {
 			seg.Status = string(st)
@@ -421,6 +533,7 @@ func (m *mapper) fileChanges(rec *toolRec, diffs []toolContent) []transcript.Seg
 // nil or absent oldText means the file is new; "" is kept as an empty old
 // text.
 func (m *mapper) fileChangeSegment(toolCallID string, d toolContent) transcript.Segment {
+	d.OldText, d.NewText = capTextPtr(d.OldText, maxFileTextBytes), capTextPtr(d.NewText, maxFileTextBytes)
 	adds, dels := transcript.CountLines(d.OldText, d.NewText)
 	return transcript.Segment{
 		Type:       transcript.SegFileChange,
