@@ -275,6 +275,7 @@ func (s *Server) runTurn(r *run, spec agents.Spec) {
 		s.finish(r, "", err.Error())
 		return
 	}
+	s.moveCursor(r, sessionID, r.userMsg.ID)
 	stop, err := conn.Prompt(r.ctx, sessionID, prompt)
 	if err != nil {
 		s.mu.Lock()
@@ -444,6 +445,25 @@ func (s *Server) ensureSession(ctx context.Context, convID, agent string, spec a
 	}
 	s.mu.Unlock()
 	return sl.conn, info.ID, !reopened, stored.Cursor, nil
+}
+
+// moveCursor records that the session of r's agent has seen everything up
+// to msgID (the turn's user message, once its prompt is assembled): if the
+// daemon dies mid-turn, the next prompt to that session hands off the cut
+// answer (marked interrupted) but not the user's text again. Nothing moves
+// if the stored session is no longer sessionID.
+func (s *Server) moveCursor(r *run, sessionID, msgID string) {
+	err := s.store.Update(func(w *history.Writer) error {
+		as, err := w.AgentSession(r.convID, r.agent)
+		if err != nil || as.SessionID != sessionID {
+			return nil
+		}
+		as.Cursor = msgID
+		return w.PutAgentSession(r.convID, r.agent, as)
+	})
+	if err != nil {
+		s.log.Warn("store agent cursor", "conversation", r.convID, "agent", r.agent, "err", err)
+	}
 }
 
 // dropSlot forgets a dead agent process (if it is still the slot's).
