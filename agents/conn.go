@@ -217,6 +217,7 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Conn, error) {
 		sessions: make(map[string]*session),
 		done:     make(chan struct{}),
 	}
+	c.filter.onDrop = c.onDroppedLine // a line over the cap shows in the turn
 
 	cmd := exec.Command(spec.Command, spec.Args...)
 	cmd.Dir = root

@@ -319,8 +319,15 @@ func TestScenarios(t *testing.T) {
 			if got := text(evs, transcript.EvContentDelta); got != want {
 				t.Errorf("content = %d bytes, want a + 9 MB + b (noise, unknown kinds, images, user chunks and over-long lines skipped)", len(got))
 			}
-			if len(evs) != 3 {
-				t.Errorf("%d events, want 3", len(evs))
+			// The 11 MB line was dropped: a tool segment with status error
+			// says so, between the 9 MB chunk and "b".
+			if len(evs) != 4 {
+				t.Fatalf("%d events, want 4", len(evs))
+			}
+			if s := evs[2].Segment; evs[2].Type != transcript.EvActivityUpsert || s == nil || s.Type != transcript.SegTool ||
+				s.ID != "ochat-dropped-1" || s.Name != DroppedToolName || s.Status != string(transcript.ToolError) ||
+				!strings.HasPrefix(s.Error, "agent sent a 11 MB line; it was dropped") {
+				t.Errorf("third event should mark the dropped 11 MB line: %+v %+v", evs[2], evs[2].Segment)
 			}
 		}},
 		{"hello", func(t *testing.T, evs []transcript.Event) {

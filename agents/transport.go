@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -25,6 +26,9 @@ const (
 	maxUnprocessed = 256
 	// stderrTailBytes is how much of the agent's stderr is kept for errors.
 	stderrTailBytes = 8 << 10
+	// dropHeadBytes is how much of the start of an over-long line is kept
+	// to learn whom it was for (its sessionId and toolCallId).
+	dropHeadBytes = 4 << 10
 )
 
 // envelope mirrors the SDK's JSON-RPC message struct, so a line this filter
@@ -52,6 +56,13 @@ type lineFilter struct {
 	processed uint64 // session/update notifications handled
 	closed    bool
 	dropped   uint64 // lines dropped
+	tooLong   uint64 // lines dropped for being longer than maxLineBytes
+
+	// onDrop, if set, is called from run for every line dropped for its
+	// length, after the lines before it were forwarded: n counts those lines
+	// from 1, head is the line's first dropHeadBytes (at most), size its
+	// length in bytes. Lines after it wait until it returns.
+	onDrop func(n uint64, head []byte, size int64)
 }
 
 func newLineFilter(log *slog.Logger, redact func(string) string) *lineFilter {
@@ -69,12 +80,18 @@ func (f *lineFilter) run(r io.Reader, w *io.PipeWriter) {
 		f.mu.Unlock()
 	}()
 	br := bufio.NewReaderSize(r, 64<<10)
-	var line []byte
+	var line, head []byte
+	var size int64 // bytes of the current line so far
 	tooLong := false
 	for {
 		chunk, err := br.ReadSlice('\n')
-		if len(line)+len(chunk) > maxLineBytes {
+		size += int64(len(chunk))
+		if !tooLong && len(line)+len(chunk) > maxLineBytes {
 			tooLong = true
+			head = append(head[:0], line[:min(len(line), dropHeadBytes)]...)
+			if n := dropHeadBytes - len(head); n > 0 {
+				head = append(head, chunk[:min(len(chunk), n)]...)
+			}
 			line = line[:0]
 		} else if !tooLong {
 			line = append(line, chunk...)
@@ -83,12 +100,20 @@ func (f *lineFilter) run(r io.Reader, w *io.PipeWriter) {
 			continue
 		}
 		if tooLong {
-			f.drop("line longer than the 10 MB limit", nil)
+			f.drop("line longer than the 10 MB limit", head)
+			f.mu.Lock()
+			f.tooLong++
+			n := f.tooLong
+			f.mu.Unlock()
+			if f.onDrop != nil {
+				f.onDrop(n, head, size)
+			}
 		} else if werr := f.forward(line, w); werr != nil {
 			w.CloseWithError(werr)
 			return
 		}
 		tooLong = false
+		size = 0
 		if cap(line) > 1<<20 {
 			line = nil
 		} else {
@@ -254,4 +279,92 @@ func copyStderr(r io.Reader, tail *tailBuffer, log *slog.Logger) {
 			return
 		}
 	}
+}
+
+// DroppedToolName is the Name of the tool segment that stands for an agent
+// line dropped for its length when the line named no tool call.
+const DroppedToolName = "dropped agent message"
+
+// droppedLineError is the tool Error that says a line was dropped.
+func droppedLineError(size int64) string {
+	mb := strings.TrimSuffix(fmt.Sprintf("%.1f", float64(size)/(1<<20)), ".0")
+	return fmt.Sprintf("agent sent a %s MB line; it was dropped (limit 10 MB)", mb)
+}
+
+// onDroppedLine makes a line dropped for its length (lineFilter.onDrop)
+// visible in the prompt turn it belongs to: the turn of the session its
+// head names ("sessionId"), else of the one session with a running turn.
+// The transcript has no segment kind for "something was lost", and a text
+// or reasoning delta would become part of the answer, so the marker is a
+// tool segment with status error, which every client already shows: when
+// the head names a "toolCallId" that tool is upserted with the error (the
+// line was one of its updates), else a tool "ochat-dropped-<n>" named
+// DroppedToolName. Without a running turn the drop is only logged.
+func (c *Conn) onDroppedLine(n uint64, head []byte, size int64) {
+	sid, toolID := headString(head, "sessionId"), headString(head, "toolCallId")
+	msg := droppedLineError(size)
+	// Deliver after every update forwarded before the line.
+	c.filter.waitProcessed(c.filter.mark(), c.done)
+	c.deliverMu.Lock()
+	defer c.deliverMu.Unlock()
+	c.mu.Lock()
+	s := c.sessions[sid]
+	if s == nil || s.turn == nil {
+		s = nil
+		for _, o := range c.sessions {
+			if o.turn == nil {
+				continue
+			}
+			if s != nil { // two running turns: whose line it was is unknown
+				s = nil
+				break
+			}
+			s = o
+		}
+	}
+	if s == nil {
+		c.mu.Unlock()
+		c.log.Warn("agent line dropped for its length; no prompt turn to show it in", "bytes", size, "sessionId", sid)
+		return
+	}
+	evs := s.m.droppedLine(fmt.Sprintf("ochat-dropped-%d", n), toolID, msg)
+	id := s.id
+	c.mu.Unlock()
+	c.log.Warn("agent line dropped for its length", "bytes", size, "sessionId", id, "toolCallId", toolID)
+	for _, ev := range evs {
+		c.h.Event(id, ev)
+	}
+}
+
+// headString returns the string value of the first "name" key in the head
+// of a JSON line, or "" when it is absent, not a string or cut off by the
+// end of head. A key inside a JSON string never matches: its quotes are
+// escaped there.
+func headString(head []byte, name string) string {
+	key := []byte(`"` + name + `"`)
+	i := bytes.Index(head, key)
+	if i < 0 {
+		return ""
+	}
+	rest := bytes.TrimLeft(head[i+len(key):], " \t\r\n")
+	if len(rest) == 0 || rest[0] != ':' {
+		return ""
+	}
+	rest = bytes.TrimLeft(rest[1:], " \t\r\n")
+	if len(rest) == 0 || rest[0] != '"' {
+		return ""
+	}
+	for j := 1; j < len(rest); j++ {
+		switch rest[j] {
+		case '\\':
+			j++
+		case '"':
+			var v string
+			if json.Unmarshal(rest[:j+1], &v) != nil {
+				return ""
+			}
+			return v
+		}
+	}
+	return ""
 }

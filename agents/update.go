@@ -624,6 +624,29 @@ func (m *mapper) closeOpen(msg string) []transcript.Event {
 	return evs
 }
 
+// droppedLine returns the activity.upsert that marks an agent line dropped
+// for its length (see Conn.onDroppedLine): the tool toolCallID, known or
+// not, set to status error with msg; without a toolCallID a new tool
+// segment id named DroppedToolName with status error and msg.
+func (m *mapper) droppedLine(id, toolCallID, msg string) []transcript.Event {
+	now := m.now()
+	seg := transcript.Segment{Type: transcript.SegTool, ID: id, Name: DroppedToolName,
+		Status: string(transcript.ToolError), Error: msg}
+	if toolCallID != "" {
+		rec, ok := m.tools[toolCallID]
+		if !ok {
+			rec = &toolRec{seg: transcript.Segment{Type: transcript.SegTool, ID: toolCallID, Name: DroppedToolName}, started: now}
+			m.tools[toolCallID] = rec
+		}
+		rec.inTurn = true
+		rec.seg.Status = string(transcript.ToolError)
+		rec.seg.Error = msg
+		rec.seg.DurationMs = now.Sub(rec.started).Milliseconds()
+		seg = rec.seg
+	}
+	return []transcript.Event{{Type: transcript.EvActivityUpsert, Segment: &seg}}
+}
+
 // reset forgets every tool (after a history replay).
 func (m *mapper) reset() {
 	clear(m.tools)
