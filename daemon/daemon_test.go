@@ -652,13 +652,18 @@ func TestTurnIdleTimeout(t *testing.T) {
 	c := e.dial("a")
 	res := call[SendResult](t, c, MethodChatSend, SendParams{Text: "HOLD 3"})
 	log := collect(t, c, res.TurnID, nil)
-	if term := log.terminal(); term.StopReason != "cancelled" || term.Seq != 4 {
+	// The turn fails naming the timeout (not a plain cancel), and so does the stored message.
+	if term := log.terminal(); term.Type != transcript.EvTurnFailed || !strings.Contains(term.Message, "sent nothing for 100ms") || term.Seq != 4 {
 		t.Fatalf("terminal %+v", term)
 	}
 	res = call[SendResult](t, c, MethodChatSend, SendParams{ConversationID: res.ConversationID, Text: "IGNORE"})
 	log = collect(t, c, res.TurnID, nil)
-	if term := log.terminal(); term.StopReason != "cancelled" {
+	if term := log.terminal(); term.Type != transcript.EvTurnFailed || !strings.Contains(term.Message, "turn idle timeout") {
 		t.Fatalf("terminal %+v", term)
+	}
+	got := call[GetConversationResult](t, c, MethodConversationsGet, ConversationParams{ConversationID: res.ConversationID})
+	if last := got.Messages[len(got.Messages)-1]; last.Status != transcript.StatusFailed || !strings.Contains(last.Error, "turn idle timeout") {
+		t.Fatalf("stored %+v", last)
 	}
 	res = call[SendResult](t, c, MethodChatSend, SendParams{ConversationID: res.ConversationID, Text: "PLAIN"})
 	if log := collect(t, c, res.TurnID, nil); log.terminal().Type != transcript.EvTurnCompleted {

@@ -296,6 +296,13 @@ func (s *Server) runTurn(r *run, spec agents.Spec) {
 		}
 		return
 	}
+	s.mu.Lock()
+	abort := r.abortMsg
+	s.mu.Unlock()
+	if abort != "" {
+		s.finish(r, "", abort)
+		return
+	}
 	s.finish(r, stop, "")
 }
 
@@ -325,6 +332,11 @@ func (s *Server) watchIdle(r *run) {
 		}
 		if silent >= s.opts.TurnIdleTimeout {
 			s.log.Warn("agent silent; cancelling the turn", "conversation", r.convID, "agent", r.agent, "silent", silent.Round(time.Second))
+			// The turn fails with the reason, so the stored turn says why it
+			// ended rather than looking like a user's cancel.
+			s.mu.Lock()
+			r.abortMsg = fmt.Sprintf("agent %s sent nothing for %s (turn idle timeout); the turn was cancelled", r.agent, s.opts.TurnIdleTimeout)
+			s.mu.Unlock()
 			r.requestCancel()
 			return
 		}
