@@ -385,6 +385,70 @@ describe('e2e with ochatd and the test agent', function()
     assert(text:find('PONG from fake LLM', 1, true) and text:find('continued from the editor\n', 1, true), text)
   end)
 
+  it('edits a message and retries an answer; an edit in another client reloads this one', function()
+    chat:new_conversation()
+    turn('PLAIN one')
+    turn('PLAIN two')
+    local first = chat.messages[1]
+    local ended
+    chat:on_turn_end(function(m)
+      ended = m
+    end)
+    local res
+    chat:edit(first, 'PLAIN uno', function(err, r)
+      res = { err, r }
+    end)
+    wait_for(function()
+      return res and ended
+    end, 10000, 'edited turn')
+    eq(nil, res[1])
+    chat:flush()
+    eq('## You\nPLAIN uno\n\n## test · completed\nuno\n', chat:text():gsub('^[^\n]*\n\n', ''))
+    -- Retry the only answer: the prompt goes again, the answer is replaced.
+    local old_answer = chat.messages[2].id
+    ended, res = nil, nil
+    chat:on_turn_end(function(m)
+      ended = m
+    end)
+    chat:retry(nil, function(err, r)
+      res = { err, r }
+    end)
+    wait_for(function()
+      return res and ended
+    end, 10000, 'retried turn')
+    eq(nil, res[1])
+    assert(res[2].assistantMessageId ~= old_answer, 'a new answer')
+    chat:flush()
+    eq('## You\nPLAIN uno\n\n## test · completed\nuno\n', chat:text():gsub('^[^\n]*\n\n', ''))
+    local stored
+    chat.conn:request('ochat/conversations/get', { conversationId = chat.conversation_id }, function(_, r)
+      stored = r
+    end)
+    wait_for(function()
+      return stored
+    end, 5000, 'stored')
+    eq(2, #stored.messages)
+    eq(res[2].userMessageId, stored.messages[1].id)
+    -- Another client edits the message: the daemon sends us ochat/resync and we show its new turn.
+    local other = require('ochat.rpc').new(ws, require('ochat').config)
+    other:start()
+    local done
+    other:request('ochat/chat/edit', { conversationId = chat.conversation_id, messageId = stored.messages[1].id, text = 'PLAIN from the other editor' }, function(err)
+      done = { err }
+    end)
+    wait_for(function()
+      return done and chat:text():find('## test · completed\nfrom the other editor\n', 1, true) ~= nil
+    end, 10000, 'the other client\'s edit here: ' .. chat:text())
+    other:stop()
+    eq(nil, done[1])
+    assert(not chat:text():find('uno', 1, true), chat:text())
+    local reloaded
+    for _, n in ipairs(H.notes) do
+      reloaded = reloaded or n:find('edited in another client', 1, true)
+    end
+    assert(reloaded, vim.inspect(H.notes))
+  end)
+
   it('shows the agent state and its config options in :OChatAgent', function()
     wait_for(function()
       return chat.agent_state.test ~= nil

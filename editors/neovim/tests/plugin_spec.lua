@@ -4,7 +4,7 @@ describe('plugin file', function()
   it('defines the commands lazily', function()
     local before = vim.tbl_count(package.loaded)
     vim.cmd('runtime plugin/ochat.lua')
-    for _, name in ipairs({ 'OChat', 'OChatToggle', 'OChatNew', 'OChatAgent', 'OChatHistory', 'OChatCancel', 'OChatDiff' }) do
+    for _, name in ipairs({ 'OChat', 'OChatToggle', 'OChatNew', 'OChatAgent', 'OChatHistory', 'OChatCancel', 'OChatDiff', 'OChatEdit', 'OChatRetry' }) do
       eq(2, vim.fn.exists(':' .. name), name)
     end
     eq(nil, package.loaded['ochat'])

@@ -745,3 +745,130 @@ describe('agents', function()
     eq({ agent = 'codex', configId = 'effort', value = 'high' }, H.requests(conn, 'ochat/agents/setConfigOption')[1])
   end)
 end)
+
+describe('edit and retry', function()
+  -- A conversation C1 with two finished turns: U1 "first" → A1, U2 "second" → A2.
+  local function two_turns()
+    local chat, conn = H.fake_chat()
+    chat:open({ focus = 'chat' })
+    chat:load_snapshot({
+      conversation = { id = 'C1', title = 't' },
+      messages = {
+        { id = 'U1', role = 'user', content = 'first' },
+        { id = 'A1', role = 'assistant', agent = 'test', status = 'completed', segments = { { type = 'content', content = 'one' } } },
+        { id = 'U2', role = 'user', content = 'second' },
+        { id = 'A2', role = 'assistant', agent = 'test', status = 'completed', segments = { { type = 'content', content = 'two' } } },
+      },
+    })
+    return chat, conn
+  end
+
+  local function answer_with(conn, method, u, a)
+    conn.handlers[method] = function()
+      return { conversationId = 'C1', userMessageId = u, assistantMessageId = a, turnId = a }
+    end
+  end
+
+  it(':OChatEdit edits the last user message through vim.ui.input and drops what followed', function()
+    local chat, conn = two_turns()
+    answer_with(conn, 'ochat/chat/edit', 'U3', 'A3')
+    chat.agent = 'codex'
+    local asked
+    local orig = vim.ui.input
+    vim.ui.input = function(opts, cb)
+      asked = opts
+      cb('second, edited')
+    end
+    vim.cmd('OChatEdit')
+    vim.ui.input = orig
+    eq('second', asked.default)
+    wait_for(function()
+      return chat.by_id.U3 ~= nil
+    end, 1000, 'edit answer')
+    eq({ { messageId = 'U2', text = 'second, edited', conversationId = 'C1', agent = 'codex' } }, H.requests(conn, 'ochat/chat/edit'))
+    ev(conn, chat, 'A3', { type = 'content.delta', seq = 1, delta = 'deux' })
+    ev(conn, chat, 'A3', { type = 'turn.completed', seq = 2, stopReason = 'end_turn' })
+    wait_for(function()
+      return chat:text():find('deux', 1, true) ~= nil
+    end, 1000, 'new answer')
+    eq('# t  ·  codex\n\n## You\nfirst\n\n## test · completed\none\n\n## You\nsecond, edited\n\n## codex · completed\ndeux\n', chat:text())
+    eq({ 'U1', 'A1', 'U3', 'A3' }, vim.tbl_map(function(m)
+      return m.id
+    end, chat.messages))
+  end)
+
+  it('ge edits the message under the cursor in a scratch buffer when it has several lines', function()
+    local chat, conn = two_turns()
+    chat.messages[1].body = { 'first', 'line two' }
+    chat:full_render()
+    answer_with(conn, 'ochat/chat/edit', 'U3', 'A3')
+    api.nvim_set_current_win(chat.win)
+    api.nvim_win_set_cursor(chat.win, { chat.messages[2].block.start + 2, 0 }) -- in the first answer
+    vim.cmd('normal ge')
+    local buf = api.nvim_get_current_buf()
+    eq({ 'first', 'line two' }, api.nvim_buf_get_lines(buf, 0, -1, false))
+    api.nvim_buf_set_lines(buf, 1, 2, false, { 'line 2' })
+    vim.cmd('write')
+    wait_for(function()
+      return chat.by_id.U3 ~= nil
+    end, 1000, 'edit answer')
+    eq('U1', H.requests(conn, 'ochat/chat/edit')[1].messageId)
+    eq('first\nline 2', H.requests(conn, 'ochat/chat/edit')[1].text)
+    eq({ 'U3', 'A3' }, vim.tbl_map(function(m)
+      return m.id
+    end, chat.messages))
+    wait_for(function()
+      return not api.nvim_buf_is_valid(buf)
+    end, 1000, 'scratch buffer closed')
+  end)
+
+  it('gR regenerates the answer under the cursor; :OChatRetry the last one', function()
+    local chat, conn = two_turns()
+    answer_with(conn, 'ochat/chat/retry', 'U3', 'A3')
+    api.nvim_set_current_win(chat.win)
+    api.nvim_win_set_cursor(chat.win, { chat.messages[2].block.start + 1, 0 })
+    vim.cmd('normal gR')
+    wait_for(function()
+      return chat.by_id.A3 ~= nil
+    end, 1000, 'retry answer')
+    eq({ conversationId = 'C1', messageId = 'A1' }, H.requests(conn, 'ochat/chat/retry')[1])
+    eq('# t\n\n## You\nfirst\n\n## assistant …\n', chat:text())
+    answer_with(conn, 'ochat/chat/retry', 'U4', 'A4')
+    vim.cmd('wincmd p')
+    chat:open({ focus = 'prompt', insert = false })
+    vim.cmd('OChatRetry')
+    wait_for(function()
+      return chat.by_id.A4 ~= nil
+    end, 1000, 'second retry')
+    eq('A3', H.requests(conn, 'ochat/chat/retry')[2].messageId)
+  end)
+
+  it('keeps the messages and says why when the daemon refuses', function()
+    local chat, conn = two_turns()
+    conn.handlers['ochat/chat/retry'] = function()
+      return nil, { code = -32003, message = 'a turn is running in this conversation; cancel it first' }
+    end
+    local got
+    chat:retry(nil, function(err)
+      got = err
+    end)
+    wait_for(function()
+      return got
+    end, 1000, 'error')
+    eq(4, #chat.messages)
+    assert(H.notes[#H.notes]:find('retry: a turn is running', 1, true), H.notes[#H.notes])
+  end)
+
+  it('reloads the conversation on ochat/resync from an edit elsewhere', function()
+    local chat, conn = two_turns()
+    conn.handlers['ochat/subscribe'] = function()
+      return { conversation = { id = 'C1', title = 't' }, messages = { { id = 'U1', role = 'user', content = 'changed elsewhere' } } }
+    end
+    conn:emit('ochat/resync', { conversationId = 'C1', reason = 'conversation edited: message U1 replaced' })
+    wait_for(function()
+      return #chat.messages == 1
+    end, 1000, 'resubscribed')
+    eq('# t\n\n## You\nchanged elsewhere\n', chat:text())
+    eq({ conversationId = 'C1' }, H.requests(conn, 'ochat/subscribe')[1])
+  end)
+end)

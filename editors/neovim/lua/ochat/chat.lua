@@ -91,8 +91,12 @@ function M.get(root)
     s:on_session_appended(p)
   end)
   s.conn:on('ochat/resync', function(p)
-    -- We fell behind and were dropped from the live events: take a fresh snapshot.
+    -- We fell behind and were dropped from the live events, or another client edited or retried a message and the
+    -- stored messages were replaced: take a fresh snapshot (with the running turn).
     if s.conversation_id and p.conversationId == s.conversation_id then
+      if type(p.reason) == 'string' and p.reason:find('^conversation edited') then
+        util.notify('the conversation was edited in another client: reloaded')
+      end
       s:subscribe(s.conversation_id)
     end
   end)
@@ -198,6 +202,12 @@ function Chat:map_chat_keys(buf)
   map(k.focus_prompt, function()
     self:focus_prompt()
   end, 'ochat: go to the prompt')
+  map(k.edit, function()
+    self:edit_interactive(self:message_at_cursor())
+  end, 'ochat: edit the message under the cursor and run it again')
+  map(k.retry, function()
+    self:retry(self:message_at_cursor())
+  end, 'ochat: regenerate the answer under the cursor')
 end
 
 function Chat:map_prompt_keys(buf)
@@ -1039,6 +1049,170 @@ function Chat:send(text, opts, cb)
       cb(nil, res)
     end
   end)
+end
+
+-- Edit and retry -------------------------------------------------------------------------------------------------
+
+--- The message under the cursor when the current window shows the chat buffer, else nil.
+function Chat:message_at_cursor()
+  if not (self.buf and api.nvim_get_current_buf() == self.buf) then
+    return nil
+  end
+  local b = self:block_at(api.nvim_win_get_cursor(0)[1] - 1)
+  return b and b.msg
+end
+
+-- Index of a message in self.messages.
+function Chat:index_of(m)
+  for i, x in ipairs(self.messages) do
+    if x == m then
+      return i
+    end
+  end
+end
+
+--- The user message an edit applies to: `m` itself when it is one, the user message an assistant `m` answers, or
+--- (no `m`) the last user message.
+function Chat:user_message_for(m)
+  local i = m and self:index_of(m) or #self.messages
+  for j = i or 0, 1, -1 do
+    if self.messages[j].role == 'user' then
+      return self.messages[j], j
+    end
+  end
+end
+
+--- The assistant message a retry regenerates: `m` itself when it is one, the answer to a user `m`, or (no `m`) the
+--- last assistant message.
+function Chat:answer_for(m)
+  if m and m.role == 'assistant' then
+    return m
+  end
+  local i = m and self:index_of(m)
+  if i then
+    local nxt = self.messages[i + 1]
+    return nxt and nxt.role == 'assistant' and nxt or nil
+  end
+  for j = #self.messages, 1, -1 do
+    if self.messages[j].role == 'assistant' then
+      return self.messages[j]
+    end
+  end
+end
+
+-- Sends ochat/chat/edit or ochat/chat/retry about `user` (the user message that is replaced and everything after
+-- it) and, on the answer, shows the kept messages, the new user message and the new turn.
+function Chat:replace_turn(method, params, user, text, cb)
+  if not self.conversation_id then
+    util.notify('nothing to ' .. (method == 'ochat/chat/edit' and 'edit' or 'retry') .. ' yet: send a prompt first', vim.log.levels.WARN)
+    return cb and cb({ code = -32001, message = 'no conversation' })
+  end
+  params.conversationId = self.conversation_id
+  params.agent = self.agent
+  self.pending_sends = (self.pending_sends or 0) + 1
+  self.conn:request(method, params, function(err, res)
+    self.pending_sends = self.pending_sends - 1
+    if err then
+      util.notify((method == 'ochat/chat/edit' and 'edit: ' or 'retry: ') .. util.err_text(err), vim.log.levels.ERROR)
+      return cb and cb(err)
+    end
+    local keep, by_id = {}, {}
+    for _, m in ipairs(self.messages) do
+      if m == user or (m.id and m.id == user.id) then
+        break
+      end
+      table.insert(keep, m)
+      if m.id then
+        by_id[m.id] = m
+      end
+    end
+    local um = render.new_message({ id = res.userMessageId, role = 'user', content = text, attachments = user.attachments })
+    table.insert(keep, um)
+    by_id[um.id] = um
+    local aid = res.assistantMessageId or res.turnId
+    -- Events of the new turn may have come before this answer: keep the message they built.
+    local live = aid and self.by_id[aid] or render.new_message({ id = aid, role = 'assistant', agent = self.agent, status = 'streaming' })
+    if aid then
+      table.insert(keep, live)
+      by_id[aid] = live
+    end
+    self.messages, self.by_id = keep, by_id
+    self.running_id = aid
+    self:full_render()
+    if cb then
+      cb(nil, res)
+    end
+  end)
+end
+
+--- Replaces a user message with `text` and runs the turn again from there (ochat/chat/edit); the message and every
+--- later one are dropped. `m`: the user message (an assistant message means the prompt it answers); nil: the last.
+function Chat:edit(m, text, cb)
+  local user = self:user_message_for(m)
+  if not (user and user.id) then
+    util.notify('no message of yours to edit', vim.log.levels.WARN)
+    return cb and cb({ code = -32001, message = 'no user message' })
+  end
+  self:replace_turn('ochat/chat/edit', { messageId = user.id, text = text }, user, text, cb)
+end
+
+--- Regenerates an answer (ochat/chat/retry): its prompt is sent again and the answer and every later message are
+--- dropped. `m`: the answer or its user message; nil: the last answer.
+function Chat:retry(m, cb)
+  local answer = self:answer_for(m)
+  local user = answer and self:user_message_for(answer) or (m and m.role == 'user' and m) or nil
+  local target = answer or user
+  if not (target and target.id and user) then
+    util.notify('no answer to retry', vim.log.levels.WARN)
+    return cb and cb({ code = -32001, message = 'no answer' })
+  end
+  self:replace_turn('ochat/chat/retry', { messageId = target.id }, user, table.concat(user.body, '\n'), cb)
+end
+
+--- :OChatEdit: asks for the new text of the user message under the cursor (else the last one) and sends it. One
+--- line: vim.ui.input; several: a scratch buffer (`:w` sends, `:q!` drops it).
+function Chat:edit_interactive(m, cb)
+  local user = self:user_message_for(m or self:message_at_cursor())
+  if not (user and user.id) then
+    util.notify('no message of yours to edit', vim.log.levels.WARN)
+    return cb and cb(nil)
+  end
+  local old = table.concat(user.body, '\n')
+  if not old:find('\n') then
+    return vim.ui.input({ prompt = 'Edit message: ', default = old }, function(text)
+      if not text or not text:match('%S') or text == old then
+        return cb and cb(nil)
+      end
+      self:edit(user, text, cb)
+    end)
+  end
+  local buf = api.nvim_create_buf(false, true)
+  pcall(api.nvim_buf_set_name, buf, 'ochat://' .. self.root .. '/edit-' .. buf)
+  api.nvim_buf_set_option(buf, 'buftype', 'acwrite')
+  api.nvim_buf_set_option(buf, 'bufhidden', 'wipe')
+  api.nvim_buf_set_option(buf, 'swapfile', false)
+  api.nvim_buf_set_option(buf, 'filetype', 'markdown')
+  api.nvim_buf_set_lines(buf, 0, -1, false, user.body)
+  api.nvim_buf_set_option(buf, 'modified', false)
+  api.nvim_create_autocmd('BufWriteCmd', {
+    buffer = buf,
+    callback = function()
+      local text = table.concat(api.nvim_buf_get_lines(buf, 0, -1, false), '\n')
+      api.nvim_buf_set_option(buf, 'modified', false)
+      if text:match('%S') then
+        self:edit(user, text, cb)
+      end
+      vim.schedule(function()
+        if api.nvim_buf_is_valid(buf) then
+          pcall(api.nvim_buf_delete, buf, { force = true })
+        end
+      end)
+    end,
+  })
+  vim.cmd('botright split')
+  api.nvim_win_set_buf(0, buf)
+  util.notify('edit the message, then :w to send it again (:q! drops the edit)')
+  return buf
 end
 
 --- Cancels the turn in flight.

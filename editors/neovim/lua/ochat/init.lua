@@ -50,6 +50,8 @@ M.defaults = {
     cancel = '<C-c>',
     close = 'q',
     focus_prompt = 'i',
+    edit = 'ge', -- edit the message under the cursor (or the last of yours) and run it again
+    retry = 'gR', -- regenerate the answer under the cursor (or the last one)
   },
   debug = false,
 }
@@ -114,6 +116,19 @@ function M.new()
   local c = chat()
   c:new_conversation()
   c:open()
+end
+
+--- :OChatEdit: edits the user message under the cursor in the chat buffer, else the last one, and runs the turn
+--- again from there (ochat/chat/edit).
+function M.edit()
+  local c = chat()
+  c:edit_interactive(c:message_at_cursor())
+end
+
+--- :OChatRetry: regenerates the answer under the cursor in the chat buffer, else the last one (ochat/chat/retry).
+function M.retry()
+  local c = chat()
+  c:retry(c:message_at_cursor())
 end
 
 function M.agent(name)
