@@ -148,6 +148,17 @@ describe('e2e with ochatd and the test agent', function()
     local seg = require('ochat.render').file_changes(m)[1]
     eq(ws .. '/edit.txt', seg.path)
     local done
+    -- The agent wrote the file itself: applying is "already applied", which is no error.
+    require('ochat.diff').change(chat, m, seg, 'apply', function(err)
+      done = { err }
+    end)
+    wait_for(function()
+      return done
+    end, 5000, 'apply of an applied change')
+    eq(nil, done[1])
+    eq('ochat: edit.txt: already applied', H.notes[#H.notes])
+    eq('applied', seg.status)
+    done = nil
     require('ochat.diff').change(chat, m, seg, 'revert', function(err)
       done = { err }
     end)
@@ -166,6 +177,47 @@ describe('e2e with ochatd and the test agent', function()
     end, 5000, 'apply')
     eq('new text\n', H.read(ws .. '/edit.txt'))
     eq({ 'new text' }, api.nvim_buf_get_lines(buf, 0, -1, false))
+    -- The user changes the file: reverting conflicts; forcing goes through this editor, one undo step.
+    H.write(ws .. '/edit.txt', 'mine\n')
+    local offered
+    restore = stub_select(function(items, opts)
+      offered = vim.tbl_map(opts.format_item, items)
+      return items[2]
+    end)
+    done = nil
+    require('ochat.diff').change(chat, m, seg, 'revert', function(err)
+      done = { err }
+    end)
+    wait_for(function()
+      return done
+    end, 5000, 'forced revert')
+    restore()
+    eq(nil, done[1])
+    eq('revert anyway: overwrite edit.txt in the editor (one undo step)', offered[2])
+    eq('old text\n', H.read(ws .. '/edit.txt'))
+    eq({ 'old text' }, api.nvim_buf_get_lines(buf, 0, -1, false))
+    eq('reverted', seg.status)
+    api.nvim_buf_call(buf, function()
+      vim.cmd('silent undo')
+    end)
+    eq({ 'mine' }, api.nvim_buf_get_lines(buf, 0, -1, false), 'one undo takes the forced revert back')
+    api.nvim_buf_call(buf, function()
+      vim.cmd('silent write!')
+    end)
+    -- Another client applies it again: ochat/fileChangeStatus updates the status shown here.
+    H.write(ws .. '/edit.txt', 'old text\n')
+    local other = require('ochat.rpc').new(ws, require('ochat').config)
+    other:start()
+    local applied
+    other:request('ochat/fileChange/apply', { conversationId = chat.conversation_id, messageId = m.id, path = seg.path }, function(err, res)
+      applied = { err, res }
+    end)
+    wait_for(function()
+      return applied and seg.status == 'applied'
+    end, 5000, 'status from the other client: ' .. vim.inspect(applied))
+    other:stop()
+    eq(nil, applied[1])
+    eq('new text\n', H.read(ws .. '/edit.txt'))
     -- The side-by-side review of the same change.
     local tab = require('ochat.diff').open(chat, m, seg)
     local wins = api.nvim_tabpage_list_wins(tab)

@@ -497,64 +497,141 @@ describe('diff', function()
     eq(4, #api.nvim_list_tabpages())
   end)
 
-  it('applies and reverts client-side when the daemon lacks ochat/fileChange/*, buffer and disk', function()
+  -- A chat showing conversation C1 whose answer A has one fileChange of <root>/a.txt (old line → new line).
+  local function change_chat()
     local chat, conn, root = H.fake_chat()
+    chat:open({ focus = 'chat' })
     local path = root .. '/a.txt'
+    chat:load_snapshot({
+      conversation = { id = 'C1', title = 't' },
+      messages = {
+        { id = 'U', role = 'user', content = 'change it' },
+        { id = 'A', role = 'assistant', agent = 'test', status = 'completed', segments = { { type = 'fileChange', path = path, additions = 1, deletions = 1, oldText = 'old line\n', newText = 'new line\n' } } },
+      },
+    })
+    local m = chat.by_id.A
+    m.expanded = true -- file lines (with their status) are shown
+    chat:full_render()
+    return chat, conn, path, m, require('ochat.render').file_changes(m)[1]
+  end
+
+  local function change(chat, m, seg, action)
+    local done
+    require('ochat.diff').change(chat, m, seg, action, function(err)
+      done = { err }
+    end)
+    wait_for(function()
+      return done
+    end, 1000, action)
+    return done[1]
+  end
+
+  it('applies and reverts through ochat/fileChange/*, the status from the answer', function()
+    local chat, conn, path, m, seg = change_chat()
+    conn.handlers['ochat/fileChange/revert'] = function()
+      return { applied = true, via = 'editor', status = 'reverted' }
+    end
+    eq(nil, change(chat, m, seg, 'revert'))
+    eq({ conversationId = 'C1', messageId = 'A', path = path }, H.requests(conn, 'ochat/fileChange/revert')[1])
+    eq('reverted', seg.status)
+    assert(chat:text():find('a.txt +1 -1 reverted', 1, true), chat:text())
+  end)
+
+  it('takes "already applied" as done, and tells rather than warns', function()
+    local chat, conn, _, m, seg = change_chat()
+    conn.handlers['ochat/fileChange/apply'] = function()
+      return { applied = false, reason = 'already applied', status = 'applied' }
+    end
+    eq(nil, change(chat, m, seg, 'apply'))
+    eq('applied', seg.status)
+    eq('ochat: a.txt: already applied', H.notes[#H.notes])
+  end)
+
+  it('says the daemon is too old when it lacks ochat/fileChange/*', function()
+    local chat, _, path, m, seg = change_chat()
     H.write(path, 'old line\n')
+    local err = change(chat, m, seg, 'apply')
+    eq(-32601, err and err.code)
+    assert(H.notes[#H.notes]:find('update ochatd', 1, true), H.notes[#H.notes])
+    eq('old line\n', H.read(path), 'nothing written by the plugin')
+  end)
+
+  it('on a conflict offers force, which goes through the editor as one undo step', function()
+    local chat, conn, path, m, seg = change_chat()
+    H.write(path, 'mine\n')
     local buf = vim.fn.bufadd(path)
     vim.fn.bufload(buf)
-    local m = render.new_message({ id = 'A', role = 'assistant' })
-    local seg = { type = 'fileChange', path = path, oldText = 'old line\n', newText = 'new line\nsecond\n' }
-    local done
-    require('ochat.diff').change(chat, m, seg, 'apply', function(err)
-      done = { err }
-    end)
-    wait_for(function()
-      return done
-    end, 1000, 'apply')
-    eq(nil, done[1])
-    eq('ochat/fileChange/apply', conn.requests[1].method)
-    eq('new line\nsecond\n', H.read(path))
-    eq({ 'new line', 'second' }, api.nvim_buf_get_lines(buf, 0, -1, false))
-    eq('applied', seg.status)
-    done = nil
-    require('ochat.diff').change(chat, m, seg, 'revert', function(err)
-      done = { err }
-    end)
-    wait_for(function()
-      return done
-    end, 1000, 'revert')
+    conn.handlers['ochat/fileChange/revert'] = function(p)
+      if not p.force then
+        return nil, { code = -32003, message = path .. " changed since the agent's edit; review the diff (or apply with force: true to overwrite it)" }
+      end
+      -- The daemon answers a forced change by sending workspace/applyEdit to this editor.
+      local res = require('ochat.rpc').request_handlers['workspace/applyEdit']({
+        label = 'ochat: revert the change to a.txt',
+        edit = { documentChanges = { { textDocument = { uri = vim.uri_from_fname(path) }, edits = { { range = { start = { line = 0, character = 0 }, ['end'] = { line = 1, character = 0 } }, newText = 'old line\n' } } } } },
+      })
+      return { applied = res.applied, via = 'editor', status = 'reverted' }
+    end
+    local offered
+    local orig = vim.ui.select
+    vim.ui.select = function(items, opts, cb)
+      offered = vim.tbl_map(opts.format_item, items)
+      cb(items[2])
+    end
+    local err = change(chat, m, seg, 'revert')
+    vim.ui.select = orig
+    eq(nil, err)
+    eq({ 'review the diff first', 'revert anyway: overwrite a.txt in the editor (one undo step)', 'leave the file as it is' }, offered)
+    eq({ nil, true }, { H.requests(conn, 'ochat/fileChange/revert')[1].force, H.requests(conn, 'ochat/fileChange/revert')[2].force })
     eq('old line\n', H.read(path))
-    eq({ 'old line' }, api.nvim_buf_get_lines(buf, 0, -1, false))
+    eq('reverted', seg.status)
     api.nvim_buf_call(buf, function()
       vim.cmd('silent undo')
     end)
-    eq({ 'new line', 'second' }, api.nvim_buf_get_lines(buf, 0, -1, false), 'undo works')
+    eq({ 'mine' }, api.nvim_buf_get_lines(buf, 0, -1, false), 'one undo takes the forced edit back')
   end)
 
-  it('reverting a created file deletes it', function()
+  it('on a conflict the user may leave the file as it is', function()
+    local chat, conn, path, m, seg = change_chat()
+    H.write(path, 'mine\n')
+    conn.handlers['ochat/fileChange/apply'] = function()
+      return nil, { code = -32003, message = path .. " changed since the agent's edit; review the diff (or apply with force: true to overwrite it)" }
+    end
+    local orig = vim.ui.select
+    vim.ui.select = function(items, _, cb)
+      cb(items[3])
+    end
+    local err = change(chat, m, seg, 'apply')
+    vim.ui.select = orig
+    eq(-32003, err and err.code)
+    eq(1, #H.requests(conn, 'ochat/fileChange/apply'))
+    eq('mine\n', H.read(path))
+    eq(nil, seg.status)
+  end)
+
+  it('shows the status an ochat/fileChangeStatus notification reports', function()
+    local chat, conn, path = change_chat()
+    conn:emit('ochat/fileChangeStatus', { conversationId = 'C1', messageId = 'A', path = path, status = 'reverted' })
+    wait_for(function()
+      return chat:text():find('a.txt +1 -1 reverted', 1, true) ~= nil
+    end, 1000, 'status shown: ' .. chat:text())
+    conn:emit('ochat/fileChangeStatus', { conversationId = 'other', messageId = 'A', path = path, status = 'applied' })
+    chat:flush()
+    assert(chat:text():find('a.txt +1 -1 reverted', 1, true), 'another conversation changes nothing')
+  end)
+
+  it('workspace/applyEdit creates and deletes files', function()
     local _, _, root = H.fake_chat()
-    local path = root .. '/new.txt'
-    H.write(path, 'made by agent\n')
-    eq(nil, require('ochat.diff').change_locally({ path = path, oldText = vim.NIL, newText = 'made by agent\n' }, 'revert'))
+    local path = root .. '/b.txt'
+    local uri = vim.uri_from_fname(path)
+    local apply = require('ochat.rpc').request_handlers['workspace/applyEdit']
+    eq({ applied = true }, apply({ edit = { documentChanges = {
+      { kind = 'create', uri = uri, options = { ignoreIfExists = true } },
+      { textDocument = { uri = uri }, edits = { { range = { start = { line = 0, character = 0 }, ['end'] = { line = 1, character = 0 } }, newText = 'hello\n' } } },
+    } } }))
+    eq('hello\n', H.read(path))
+    eq({ applied = true }, apply({ edit = { documentChanges = { { kind = 'delete', uri = uri, options = { ignoreIfNotExists = true } } } } }))
     eq(nil, H.read(path))
-    eq(nil, require('ochat.diff').change_locally({ path = path, newText = 'made by agent\n' }, 'apply'))
-    eq('made by agent\n', H.read(path))
-  end)
-
-  it('refuses to overwrite a file that changed since the edit', function()
-    local _, _, root = H.fake_chat()
-    local path = root .. '/c.txt'
-    H.write(path, 'the user rewrote this\n')
-    local seg = { path = path, oldText = 'a\n', newText = 'b\n' }
-    local err = require('ochat.diff').change_locally(seg, 'revert')
-    eq(-32003, err and err.code)
-    err = require('ochat.diff').change_locally(seg, 'apply')
-    eq(-32003, err and err.code)
-    eq('the user rewrote this\n', H.read(path))
-    H.write(path, 'b\n')
-    eq(nil, require('ochat.diff').change_locally(seg, 'apply'), 'already applied: nothing to do')
-    eq('b\n', H.read(path))
   end)
 
   it('handles workspace/applyEdit with a null version', function()

@@ -87,6 +87,9 @@ function M.get(root)
       s:update_title()
     end
   end)
+  s.conn:on('ochat/fileChangeStatus', function(p)
+    s:on_file_change_status(p)
+  end)
   s.conn:on('ochat/sessionAppended', function(p)
     s:on_session_appended(p)
   end)
@@ -879,6 +882,24 @@ function Chat:on_session_appended(p)
     return
   end
   self:set_native_messages(util.nn(p.messages) or {}, util.nn(p.reset) == true)
+end
+
+--- ochat/fileChangeStatus {conversationId, messageId, path, status}: a client applied or reverted a file change;
+--- its file line shows the new status.
+function Chat:on_file_change_status(p)
+  if not (self.conversation_id and p.conversationId == self.conversation_id) then
+    return
+  end
+  local m = self.by_id[p.messageId]
+  if not m then
+    return
+  end
+  for _, seg in ipairs(render.file_changes(m)) do
+    if seg.path == p.path then
+      seg.status = util.nn(p.status)
+      self:mark(m, { activity = true })
+    end
+  end
 end
 
 --- Stops following a native session.

@@ -2,8 +2,9 @@
 --
 -- Owns: side-by-side `diffthis` review of any fileChange segment (oldText | newText) and of every file of a turn
 -- (one tab per file, so no file of a multi-file change is hidden); apply and revert through the daemon
--- (ochat/fileChange/apply|revert, which sends workspace/applyEdit back to us) and, when the daemon lacks those
--- methods, by building the WorkspaceEdit here; the workspace/applyEdit handler itself, which applies with
+-- (ochat/fileChange/apply|revert, which sends workspace/applyEdit back to us; force after a conflict only when the
+-- user asks); the user's edited proposal of a diff tab, as a WorkspaceEdit built here; ochat/fileChangeStatus; the
+-- workspace/applyEdit handler itself, which applies with
 -- vim.lsp.util.apply_workspace_edit (offset encoding utf-16, JSON nulls stripped first) so open buffers change and
 -- undo works, then writes the touched buffers.
 -- Never: edits files behind Neovim's back (every change goes through a buffer) or touches files outside a fileChange.
@@ -135,6 +136,8 @@ function M.sync_from_disk(b)
   end
   api.nvim_buf_call(b, function()
     vim.cmd('silent! edit!')
+    -- Close the reload's undo step, so that an edit applied next is undone on its own.
+    vim.cmd('let &undolevels = &undolevels')
   end)
   return true
 end
@@ -253,30 +256,93 @@ function M.register()
   h['window/showDocument'] = show_document
 end
 
---- Applies ('apply') or reverts ('revert') a fileChange. Uses the daemon's ochat/fileChange/<action> (which sends
---- workspace/applyEdit back); if the daemon does not have it (-32601), builds the WorkspaceEdit from oldText/newText.
---- `cb(err)` when done.
-function M.change(chat, m, seg, action, cb)
-  local function done(err)
+-- The status the daemon records for an action.
+local function status_of(action)
+  return action == 'apply' and 'applied' or 'reverted'
+end
+
+-- Whether a -32003 answer is the "file changed since the agent's edit" conflict (force can help), rather than a
+-- running turn or a file that is not regular or too big (it cannot).
+local function is_edit_conflict(err)
+  return err and err.code == -32003 and type(err.message) == 'string' and err.message:find('changed since', 1, true) ~= nil
+end
+
+--- Applies ('apply') or reverts ('revert') a fileChange through the daemon: ochat/fileChange/<action>
+--- {conversationId, messageId, path[, force]}. The daemon sends workspace/applyEdit back (this plugin declares
+--- applyEdit), so the edit lands in the buffer as one undo step. An answer `{applied:false, reason:"already …"}`
+--- means the file holds the target already: the status is recorded, and the user is told, not warned. On the -32003
+--- conflict (the file changed since the agent's edit) the message is shown and the user may review the diff or
+--- force it (`force: true`, through the editor: one undo step; the daemon never forces on disk). A daemon without
+--- the method (-32601) gets a clear error: ochatd is too old. `cb(err)` when done (nil also for "already …").
+function M.change(chat, m, seg, action, cb, force)
+  local function done(err, status)
     if not err then
-      seg.status = action == 'apply' and 'applied' or 'reverted'
+      seg.status = status or status_of(action)
       chat:mark(m, { activity = true })
     else
-      util.notify(string.format('%s %s: %s', action, seg.path or '?', util.err_text(err)), vim.log.levels.ERROR)
+      util.notify(string.format('%s %s: %s', action, util.relpath(seg.path or '?', chat.root), util.err_text(err)), vim.log.levels.ERROR)
     end
     if cb then
       cb(err)
     end
   end
+  if not (chat.conversation_id and m.id) then
+    return done({ code = -32001, message = 'this change is not in a stored conversation (only changes of ochat conversations can be applied or reverted)' })
+  end
   local params = { conversationId = chat.conversation_id, messageId = m.id, path = seg.path }
+  if force then
+    params.force = true
+  end
   chat.conn:request('ochat/fileChange/' .. action, params, function(err, res)
     if err and err.code == -32601 then
-      return done(M.change_locally(seg, action))
+      return done({ code = -32601, message = 'this ochatd has no ochat/fileChange/' .. action .. ': update ochatd' })
     end
-    if not err and type(res) == 'table' and res.applied == false then
-      err = { code = -32603, message = util.nn(res.failureReason) or 'not applied' }
+    if is_edit_conflict(err) and not force then
+      return M.offer_force(chat, m, seg, action, err, cb)
     end
-    done(err)
+    if err then
+      return done(err)
+    end
+    res = type(res) == 'table' and res or {}
+    local status = type(util.nn(res.status)) == 'string' and res.status or nil
+    if res.applied == false then
+      local reason = util.nn(res.reason) or util.nn(res.failureReason) or 'not applied'
+      if reason:find('^already') then
+        util.notify(string.format('%s: %s', util.relpath(seg.path or '?', chat.root), reason))
+        return done(nil, status)
+      end
+      return done({ code = -32603, message = reason })
+    end
+    done(nil, status)
+  end)
+end
+
+--- After a -32003 conflict: shows the daemon's message and asks (vim.ui.select) whether to review the diff, force
+--- the change through the editor (the whole file becomes the target text; one undo step) or leave the file.
+function M.offer_force(chat, m, seg, action, err, cb)
+  local rel = util.relpath(seg.path or '?', chat.root)
+  util.notify(string.format('%s %s: %s', action, rel, util.err_text(err)), vim.log.levels.WARN)
+  local choices = {
+    { id = 'diff', label = 'review the diff first' },
+    { id = 'force', label = string.format('%s anyway: overwrite %s in the editor (one undo step)', action, rel) },
+    { id = 'leave', label = 'leave the file as it is' },
+  }
+  vim.ui.select(choices, {
+    prompt = string.format('%s changed since the agent\'s edit', rel),
+    format_item = function(c)
+      return c.label
+    end,
+    kind = 'ochat.filechange_conflict',
+  }, function(c)
+    if c and c.id == 'force' then
+      return M.change(chat, m, seg, action, cb, true)
+    end
+    if c and c.id == 'diff' then
+      M.open(chat, m, seg)
+    end
+    if cb then
+      cb(err)
+    end
   end)
 end
 
@@ -287,7 +353,7 @@ function M.apply_from_diff(chat, m, seg, right, cb)
   if vim.deep_equal(lines, text_lines(util.nn(seg.newText))) then
     return M.change(chat, m, seg, 'apply', cb)
   end
-  local err = M.change_locally({ path = seg.path, newText = table.concat(lines, '\n') .. '\n' }, 'apply', true)
+  local err = M.change_locally({ path = seg.path, newText = table.concat(lines, '\n') .. '\n' })
   if err then
     util.notify(string.format('apply %s: %s', seg.path or '?', util.err_text(err)), vim.log.levels.ERROR)
   else
@@ -300,47 +366,13 @@ function M.apply_from_diff(chat, m, seg, right, cb)
   end
 end
 
--- The file's current text: the buffer's when it has unsaved changes, else the disk's (nil: no file).
-local function current_text(path)
-  local b = vim.fn.bufnr(path)
-  if b > 0 and api.nvim_buf_is_loaded(b) and vim.fn.getbufvar(b, '&modified') == 1 then
-    return buf_text(b)
+--- Replaces the whole of `seg.path` with `seg.newText` as an undoable buffer edit (written when `diff.write`): the
+--- edited proposal of a diff tab, which the daemon does not know. Returns an error object or nil.
+function M.change_locally(seg)
+  if util.nn(seg.newText) == nil then
+    return { code = -32602, message = 'this change has no new text to apply' }
   end
-  return util.read_file(path)
-end
-
---- Client-side apply/revert from the fileChange's own oldText/newText. The file must hold what the change starts
---- from (oldText to apply, newText to revert; no file for a nil oldText), so that a later edit is never overwritten;
---- when it already holds the result, nothing is done. `force` skips the check (an edited proposal). Returns an error
---- object (-32003 when the file changed since) or nil.
-function M.change_locally(seg, action, force)
-  local old, new = util.nn(seg.oldText), util.nn(seg.newText)
-  local from, to
-  if action == 'apply' then
-    if new == nil then
-      return { code = -32602, message = 'this change has no new text to apply' }
-    end
-    from, to = old, new
-  else
-    from, to = new, old -- to == nil: the file did not exist before, so revert deletes it
-  end
-  if not force then
-    local cur = current_text(seg.path)
-    if cur == to then
-      return nil
-    end
-    if cur ~= from then
-      return {
-        code = -32003,
-        message = string.format(
-          '%s changed since this edit, so %s it would overwrite other changes: review it with the diff (gd) and edit by hand',
-          seg.path,
-          action == 'apply' and 'applying' or 'reverting'
-        ),
-      }
-    end
-  end
-  local edit, noeol = M.build_edit(seg.path, to)
+  local edit, noeol = M.build_edit(seg.path, seg.newText)
   local res = M.apply_workspace_edit(edit, noeol)
   if not res.applied then
     return { code = -32603, message = res.failureReason }
