@@ -4,13 +4,13 @@
  * UI code never speaks JSON-RPC itself; the DaemonClient never touches vscode.
  */
 import * as vscode from 'vscode';
-import { createHash } from 'node:crypto';
 import { execFile } from 'node:child_process';
 import { DaemonClient } from './client/daemon';
 import { ChatController } from './ui/chatController';
 import { ChatViewProvider } from './ui/chatView';
 import { HistoryProvider } from './ui/historyView';
 import { DIFF_SCHEME, DiffDocuments, changeFile, handleApplyEdit, openDiff, reviewTurn } from './ui/diffs';
+import { saveWorkspaceAttachment } from './ui/attachments';
 import { Methods, type NativeSession } from './model/protocol';
 import type { HistoryNode } from './model/historyTree';
 
@@ -52,15 +52,15 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
       get: (id) => context.workspaceState.get(`ochat.agentState.${id}`),
       set: (id, st) => void context.workspaceState.update(`ochat.agentState.${id}`, st),
     },
+    configStore: {
+      get: () => context.globalState.get('ochat.configPicks'),
+      set: (v) => void context.globalState.update('ochat.configPicks', v),
+    },
     saveAttachment: async (data, name, mimeType) => {
-      // Content-addressed, so pasting the same image twice stores it once.
-      const ext = mimeType.split('/')[1]?.replace(/[^a-z0-9]/gi, '') || 'png';
-      const dir = vscode.Uri.joinPath(context.globalStorageUri, 'attachments');
-      await vscode.workspace.fs.createDirectory(dir);
-      const file = vscode.Uri.joinPath(dir, `${createHash('sha256').update(data).digest('hex').slice(0, 32)}.${ext}`);
-      await vscode.workspace.fs.writeFile(file, data);
-      out.appendLine(`stored pasted image ${name} (${data.length} bytes) at ${file.fsPath}`);
-      return file.fsPath;
+      // In the workspace: the agent reads attachments through fs/read_text_file, confined to the workspace.
+      const file = await saveWorkspaceAttachment(folder, data, mimeType);
+      out.appendLine(`stored pasted image ${name} (${data.length} bytes) at ${file}`);
+      return file;
     },
     openDiff: (model, msg) => {
       const seg = msg.permissionId
@@ -170,6 +170,14 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
   reg('ochat.showLog', async () => out.show());
   reg('ochat.history.refresh', () => history.refresh());
   reg('ochat.history.open', async (node?: HistoryNode) => {
+    if (node?.kind === 'session' && (node.session.kind ?? 'native') === 'native') {
+      // A terminal session is shown as the CLI writes it, growing live (ochat/sessions/follow).
+      const s = node.session;
+      const sessionId = s.sessionId ?? s.id;
+      await controller.followSession(sessionId ? { sessionId } : { path: s.path }, s.title);
+      chatView.reveal();
+      return;
+    }
     const id = await nodeConversation(node);
     if (!id) return;
     await controller.open(id, { readOnly: true });

@@ -7,7 +7,7 @@ import { ConversationModel } from '../src/model/conversation';
 import { summarize } from '../src/model/reduce';
 import { lineDiff, parseUnifiedDiff, type DiffLine } from '../src/model/diffText';
 import type { AgentInfo, AgentStateParams, Attachment, ConfigOption, ConfigValue, EventParams, Message, PermissionParams, Segment } from '../src/model/protocol';
-import type { HostMessage, WebviewMessage, ConnectionInfo } from '../src/ui/messages';
+import type { HostMessage, WebviewMessage, ConnectionInfo, FollowInfo } from '../src/ui/messages';
 import { BlockRenderer, renderMarkdown } from './markdown';
 import { h, icon, append, formatDuration } from './dom';
 
@@ -23,6 +23,8 @@ interface SavedState {
   draft?: string;
   agent?: string;
   collapsed?: Record<string, boolean>;
+  /** The unavailable-agents list was folded by the user. */
+  unavailableFolded?: boolean;
 }
 
 const vscode = acquireVsCodeApi();
@@ -33,6 +35,8 @@ let model = new ConversationModel();
 let agents: AgentInfo[] = [];
 let selectedAgent = saved.agent;
 let connection: ConnectionInfo = { state: 'starting' };
+/** The terminal session followed live, if the panel shows one. */
+let following: FollowInfo | undefined;
 let attachments: Attachment[] = [];
 const queue: EventParams[] = [];
 let frameRequested = false;
@@ -57,12 +61,15 @@ const configEl = h('span', { class: 'config' });
 const sendBtn = h('button', { class: 'send', title: 'Send (Enter)' }, icon('send'), ' Send');
 const cancelBtn = h('button', { class: 'cancel hidden', title: 'Cancel the turn' }, icon('debug-stop'), ' Cancel');
 const usageEl = h('span', { class: 'usage' });
+const unavailableEl = h('details', { class: 'unavailable hidden' });
+unavailableEl.addEventListener('toggle', () => { if (unavailableEl.dataset.rendering !== '1') save({ unavailableFolded: !unavailableEl.open }); });
 const composer = h('div', { class: 'composer' }, popup, chips, input,
-  h('div', { class: 'toolbar' }, agentSelect, configEl, usageEl, h('span', { class: 'spacer' }), cancelBtn, sendBtn));
+  h('div', { class: 'toolbar' }, agentSelect, configEl, usageEl, h('span', { class: 'spacer' }), cancelBtn, sendBtn), unavailableEl);
 const trustBar = h('div', { class: 'trust hidden' }, icon('shield'),
   h('span', { text: " This workspace's .ochat/settings.json names agents that stay off until you trust it. " }),
   h('button', { onclick: () => post({ type: 'trustWorkspace' }) }, 'Review and trust'));
-const readonlyBar = h('div', { class: 'readonly hidden' }, icon('lock'), h('span', { text: ' Read-only transcript ' }),
+const readonlyText = h('span', { text: ' Read-only transcript ' });
+const readonlyBar = h('div', { class: 'readonly hidden' }, icon('lock'), readonlyText,
   h('button', { onclick: () => post({ type: 'continue' }) }, icon('debug-continue'), ' Continue this conversation'));
 append(app, header, transcript, permissionsEl, working, errorEl, trustBar, readonlyBar, composer);
 input.value = saved.draft ?? '';
@@ -102,9 +109,11 @@ function renderMessage(m: Message, deadline = Infinity): void {
   let v = views.get(m.id);
   if (m.role === 'user') {
     if (v) return;
+    const textEl = h('div', { class: 'user-text', text: m.content ?? '' });
     const el = h('div', { class: 'msg user', 'data-id': m.id },
-      h('div', { class: 'msg-head' }, icon('account'), h('span', { text: 'You' })),
-      h('div', { class: 'user-text', text: m.content ?? '' }),
+      h('div', { class: 'msg-head' }, icon('account'), h('span', { text: 'You' }),
+        msgActions(actionButton('edit', 'Edit and resend', () => startEdit(m, el, textEl)))),
+      textEl,
       m.attachments?.length ? h('div', { class: 'chips' }, ...m.attachments.map((a) => h('span', { class: 'chip' }, icon(a.kind === 'image' ? 'file-media' : 'file'), ' ' + (a.name ?? a.path ?? a.kind)))) : null);
     transcript.appendChild(el);
     views.set(m.id, { el, head: el, activity: h('details'), activityKey: '', content: new BlockRenderer(h('div')) });
@@ -126,7 +135,8 @@ function renderMessage(m: Message, deadline = Infinity): void {
   const streaming = m.status === 'streaming';
   v.el.classList.toggle('streaming', streaming);
   v.head.textContent = '';
-  append(v.head, icon('hubot'), h('span', { class: 'agent-name', text: m.agent || 'agent' }), statusBadge(m));
+  append(v.head, icon('hubot'), h('span', { class: 'agent-name', text: m.agent || 'agent' }), statusBadge(m),
+    streaming ? null : msgActions(actionButton('refresh', 'Retry: regenerate this answer', () => post({ type: 'retry', messageId: m.id, agent: selectedAgent }))));
   const text = (m.segments ?? []).filter((s) => s.type === 'content').map((s) => s.content ?? '').join('');
   if (v.content.update(text, streaming, deadline)) unfinished.delete(m.id);
   else unfinished.add(m.id);
@@ -134,6 +144,57 @@ function renderMessage(m: Message, deadline = Infinity): void {
   if (m.status === 'failed' && m.error && !v.el.querySelector('.turn-error')) {
     v.el.appendChild(h('div', { class: 'turn-error' }, icon('error'), ' ' + m.error));
   }
+}
+
+// ---------- message actions: edit a prompt, retry an answer ----------
+/** busy is true while the actions cannot run: a turn is running, or the transcript is read-only. */
+function busy(): boolean {
+  return !!model.running || model.readOnly;
+}
+
+function actionButton(name: string, label: string, run: () => void): HTMLButtonElement {
+  const b = h('button', { class: 'icon-btn msg-action', 'data-action': name, title: label, 'aria-label': label, onclick: () => { if (!busy()) run(); } }, icon(name));
+  b.disabled = busy();
+  return b;
+}
+
+/** msgActions is the hover toolbar of a message. */
+function msgActions(...buttons: HTMLElement[]): HTMLElement {
+  return h('span', { class: 'msg-actions' }, ...buttons);
+}
+
+/** updateActions enables the message actions when no turn runs (called on every chrome render). */
+function updateActions(): void {
+  const off = busy();
+  transcript.classList.toggle('readonly-transcript', model.readOnly);
+  transcript.querySelectorAll<HTMLButtonElement>('.msg-action').forEach((b) => { b.disabled = off; });
+}
+
+/** startEdit turns a user message into an editable box: Enter resends it (ochat/chat/edit), Escape gives up. */
+function startEdit(m: Message, el: HTMLElement, textEl: HTMLElement): void {
+  if (el.querySelector('.edit-box')) return;
+  const box = h('textarea', { class: 'input edit-box', rows: Math.min(12, (m.content ?? '').split('\n').length + 1), 'aria-label': 'Edit message' });
+  box.value = m.content ?? '';
+  const done = () => { wrap.remove(); textEl.classList.remove('hidden'); };
+  const submit = () => {
+    const text = box.value.trim();
+    if (!text || busy()) return;
+    post({ type: 'edit', messageId: m.id, text, agent: selectedAgent });
+    done();
+  };
+  const wrap = h('div', { class: 'edit-wrap' }, box,
+    h('div', { class: 'edit-bar' }, h('span', { class: 'hint', text: 'Enter to resend, Shift+Enter for a new line, Escape to cancel. Later messages are replaced.' }),
+      h('span', { class: 'spacer' }),
+      h('button', { class: 'edit-cancel', onclick: done }, 'Cancel'),
+      h('button', { class: 'send edit-send', onclick: submit }, icon('send'), ' Send')));
+  box.addEventListener('keydown', (e) => {
+    if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) { e.preventDefault(); submit(); }
+    else if (e.key === 'Escape') { e.preventDefault(); done(); }
+  });
+  textEl.classList.add('hidden');
+  textEl.after(wrap);
+  box.focus();
+  box.setSelectionRange(box.value.length, box.value.length);
 }
 
 function statusBadge(m: Message): HTMLElement | null {
@@ -279,6 +340,9 @@ function renderChrome(): void {
   empty.remove();
   if (!model.messages.length) transcript.appendChild(empty);
   readonlyBar.classList.toggle('hidden', !model.readOnly);
+  readonlyText.textContent = following ? ` Terminal session (${following.agent}), following live ` : ' Read-only transcript ';
+  header.classList.toggle('live', !!following);
+  updateActions();
   composer.classList.toggle('hidden', model.readOnly);
   const running = !!model.running;
   sendBtn.classList.toggle('hidden', running);
@@ -306,7 +370,29 @@ function renderAgents(): void {
   }
   if (selectedAgent) agentSelect.value = selectedAgent;
   trustBar.classList.toggle('hidden', !agents.some((a) => a.untrusted));
+  renderUnavailable();
   renderConfig();
+}
+
+/** renderUnavailable lists the agents that cannot start, each with why and how to fix it (the Trust action for untrusted ones). */
+function renderUnavailable(): void {
+  const off = agents.filter((a) => !a.available);
+  unavailableEl.dataset.rendering = '1';
+  unavailableEl.textContent = '';
+  unavailableEl.classList.toggle('hidden', !off.length);
+  if (off.length) {
+    unavailableEl.appendChild(h('summary', {}, icon('warning'), ` ${off.length} agent${off.length > 1 ? 's' : ''} unavailable`));
+    for (const a of off) {
+      unavailableEl.appendChild(h('div', { class: 'unavail', 'data-agent': a.name },
+        h('div', { class: 'unavail-head' }, h('strong', { text: a.name }), a.untrusted ? h('span', { class: 'badge', text: 'untrusted' }) : null,
+          h('span', { class: 'unavail-reason', text: a.reason ?? 'cannot start' })),
+        a.install ? h('div', { class: 'unavail-install' }, h('span', { class: 'label', text: a.untrusted ? 'To trust:' : 'To install:' }), h('code', { text: a.install })) : null,
+        a.untrusted ? h('button', { class: 'unavail-trust', onclick: () => post({ type: 'trustWorkspace' }) }, icon('shield'), ' Review and trust') : null));
+    }
+  }
+  unavailableEl.open = !saved.unavailableFolded;
+  // The toggle event fires asynchronously: only a user's toggle after this render is remembered.
+  setTimeout(() => { delete unavailableEl.dataset.rendering; }, 0);
 }
 
 function currentState(): AgentStateParams | undefined {
@@ -528,6 +614,7 @@ window.addEventListener('message', (e: MessageEvent<HostMessage>) => {
     case 'init':
       queue.length = 0;
       model = rebuild(msg.snapshot);
+      following = msg.following;
       agents = msg.agents;
       selectedAgent = msg.selectedAgent ?? selectedAgent;
       connection = msg.connection;
@@ -538,6 +625,27 @@ window.addEventListener('message', (e: MessageEvent<HostMessage>) => {
       queue.push(msg.params);
       schedule();
       break;
+    case 'upsert': {
+      // A followed terminal session grew: upsert by id; reset replaces the whole transcript.
+      if (msg.reset) {
+        const conv = model.conversation;
+        model = rebuild({ ...model.snapshot(), conversation: conv, messages: msg.messages });
+        if (msg.title && model.conversation) model.conversation.title = msg.title;
+        renderAll();
+        break;
+      }
+      for (const m of msg.messages) {
+        const old = views.get(m.id);
+        model.upsert(m);
+        const text = old?.el.querySelector('.user-text');
+        if (old && m.role === 'user' && text) text.textContent = m.content ?? '';
+        else renderMessage(model.message(m.id)!);
+      }
+      if (msg.title && model.conversation) model.conversation.title = msg.title;
+      renderChrome();
+      scrollToEnd();
+      break;
+    }
     case 'permission':
       model.addPermission(msg.params);
       renderPermissions();

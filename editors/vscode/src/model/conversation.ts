@@ -69,6 +69,7 @@ export class ConversationModel {
       m.running = { turnId: r.turnId, messageId: r.assistantMessageId, agent: r.agent, startedAt: msg.timestamp || now };
     }
     for (const p of res.permissions ?? []) m.permissions.set(p.permissionId, p);
+    for (const st of res.agentStates ?? []) m.setAgentState(st);
     return m;
   }
 
@@ -82,6 +83,40 @@ export class ConversationModel {
     this.byId.set(msg.id, msg);
     this.messages.push(msg);
     return msg;
+  }
+
+  /** upsert inserts a message or replaces the one with its id wholesale (a followed session resends a growing turn). */
+  upsert(msg: Message): Message {
+    const i = this.byId.has(msg.id) ? this.messages.findIndex((m) => m.id === msg.id) : -1;
+    this.byId.set(msg.id, msg);
+    if (i >= 0) this.messages[i] = msg;
+    else this.messages.push(msg);
+    return msg;
+  }
+
+  /** clearMessages drops every message (a followed session was reset). */
+  clearMessages(): void {
+    this.messages.length = 0;
+    this.byId.clear();
+  }
+
+  /**
+   * truncateFrom drops the message with id and every later one (ochat/chat/edit
+   * and retry replace them); it returns the dropped messages, empty when id is unknown.
+   */
+  truncateFrom(id: string): Message[] {
+    const i = this.messages.findIndex((m) => m.id === id);
+    if (i < 0) return [];
+    const dropped = this.messages.splice(i);
+    for (const m of dropped) this.byId.delete(m.id);
+    return dropped;
+  }
+
+  /** userMessageOf returns the user message an assistant message answers (the nearest earlier one), or the message itself when it is a user message. */
+  userMessageOf(id: string): Message | undefined {
+    const i = this.messages.findIndex((m) => m.id === id);
+    for (let j = i; j >= 0; j--) if (this.messages[j].role === 'user') return this.messages[j];
+    return undefined;
   }
 
   /** message returns the message with id, if any. */

@@ -167,6 +167,8 @@ export interface SubscribeResult {
   messages: Message[];
   running?: RunningTurn | null;
   permissions?: PermissionParams[] | null;
+  /** Per agent live in the conversation, the ochat/agentState fields merged so far. */
+  agentStates?: AgentStateParams[] | null;
 }
 
 /** ochat/chat/send result. */
@@ -226,6 +228,49 @@ export interface AgentStateParams {
   title?: string;
 }
 
+/** ochat/agent/setConfig result: applied to a live session (then state is its merged state) or only remembered. */
+export interface SetConfigResult {
+  applied: boolean;
+  state?: Partial<AgentStateParams>;
+  config?: Record<string, string | boolean>;
+}
+
+/** A marker between transcript messages of a native session (compaction, interruption, …). */
+export interface SessionMarker {
+  afterId?: string;
+  kind: string;
+  text?: string;
+  timestamp?: number;
+}
+
+/** ochat/sessions/follow result: the native session as the daemon has it now. */
+export interface FollowResult {
+  sessionId: string;
+  agent: string;
+  path: string;
+  session?: NativeSession;
+  messages?: Message[];
+  markers?: SessionMarker[];
+}
+
+/** ochat/sessionAppended params: messages to upsert by id (reset: the whole transcript, replacing). seenAt is Unix ms. */
+export interface SessionAppendedParams {
+  sessionId: string;
+  agent: string;
+  path: string;
+  reset?: boolean;
+  messages?: Message[];
+  markers?: SessionMarker[];
+  session?: NativeSession;
+  seenAt?: number;
+}
+
+/** ochat/resync params. */
+export interface ResyncParams {
+  conversationId: string;
+  reason?: string;
+}
+
 /** Method and notification names of docs/protocol.md. */
 export const Methods = {
   initialize: 'initialize',
@@ -240,15 +285,17 @@ export const Methods = {
   history: 'ochat/history',
   chatSend: 'ochat/chat/send',
   chatCancel: 'ochat/chat/cancel',
+  chatEdit: 'ochat/chat/edit',
+  chatRetry: 'ochat/chat/retry',
   subscribe: 'ochat/subscribe',
   unsubscribe: 'ochat/unsubscribe',
   permissionRespond: 'ochat/permission/respond',
   agentsList: 'ochat/agents/list',
   agentSetConfig: 'ochat/agent/setConfig',
-  /** Older name of agentSetConfig, tried when the daemon answers -32601. */
-  agentsSetConfigOption: 'ochat/agents/setConfigOption',
   sessionsList: 'ochat/sessions/list',
   sessionsOpen: 'ochat/sessions/open',
+  sessionsFollow: 'ochat/sessions/follow',
+  sessionsUnfollow: 'ochat/sessions/unfollow',
   exportConversation: 'ochat/export',
   applyEdit: 'workspace/applyEdit',
   showDocument: 'window/showDocument',
@@ -259,6 +306,7 @@ export const Methods = {
   agentState: 'ochat/agentState',
   resync: 'ochat/resync',
   sessionsChanged: 'ochat/sessions/changed',
+  sessionAppended: 'ochat/sessionAppended',
   conversationsChanged: 'ochat/conversations/changed',
 } as const;
 

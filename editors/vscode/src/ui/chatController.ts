@@ -3,15 +3,18 @@
  * the open conversation's ConversationModel, turns webview actions into
  * `ochat/…` requests, routes daemon notifications to the chat view, the
  * permission notifications and the history view, and re-subscribes after a
- * reconnect or an ochat/resync.
+ * reconnect or an ochat/resync. A terminal-started session opened in the
+ * panel is followed live (ochat/sessions/follow) until the panel shows
+ * something else or closes.
  */
 import * as vscode from 'vscode';
 import { ConversationModel } from '../model/conversation';
 import {
-  Methods, ErrorCodes, type AgentInfo, type AgentStateParams, type EventParams, type PermissionParams, type PermissionResolvedParams,
-  type SendResult, type SubscribeResult, type Attachment,
+  Methods, type AgentInfo, type AgentStateParams, type EventParams, type PermissionParams, type PermissionResolvedParams,
+  type SendResult, type SubscribeResult, type Attachment, type Conversation, type SetConfigResult, type FollowResult,
+  type SessionAppendedParams, type ResyncParams,
 } from '../model/protocol';
-import type { HostMessage, WebviewMessage, ConnectionInfo } from './messages';
+import type { HostMessage, WebviewMessage, ConnectionInfo, FollowInfo } from './messages';
 
 /** The part of DaemonClient the controller uses (a fake in unit tests). */
 export interface Rpc {
@@ -38,6 +41,8 @@ export interface ChatHooks {
   agentStateStore?: { get(conversationId: string): Record<string, AgentStateParams> | undefined; set(conversationId: string, s: Record<string, AgentStateParams>): void };
   /** saveAttachment stores a pasted image (base64 data) and returns its file path; the daemon takes paths only. */
   saveAttachment?(data: Buffer, name: string, mimeType: string): Promise<string>;
+  /** configStore keeps the config values the user picked last, per agent, for the next new conversation. */
+  configStore?: { get(): Record<string, Record<string, string | boolean>> | undefined; set(v: Record<string, Record<string, string | boolean>>): void };
   now?(): number;
 }
 
@@ -50,6 +55,14 @@ export class ChatController implements vscode.Disposable {
   private readonly disposables: Array<() => void> = [];
   private pendingSend = false;
   private readonly notified = new Set<string>();
+  /** The native session shown and followed live; undefined for a conversation. */
+  following?: FollowInfo;
+  /** A follow ended because the panel closed; resumed when it comes back. */
+  private detachedFollow?: FollowInfo;
+  /** The last agent state seen per agent in any conversation: a new conversation shows its pickers before a session exists. */
+  private readonly lastAgentState: Record<string, AgentStateParams> = {};
+  /** Config values the user picked last, per agent; applied to a new conversation before its first prompt. */
+  private readonly sticky: Record<string, Record<string, string | boolean>>;
 
   constructor(private readonly rpc: Rpc, private readonly hooks: ChatHooks = {}) {
     this.disposables.push(
@@ -57,10 +70,13 @@ export class ChatController implements vscode.Disposable {
       rpc.onNotification(Methods.permission, (p: PermissionParams) => this.onPermission(p)),
       rpc.onNotification(Methods.permissionResolved, (p: PermissionResolvedParams) => this.onPermissionResolved(p)),
       rpc.onNotification(Methods.agentState, (p: AgentStateParams) => this.onAgentState(p)),
-      rpc.onNotification(Methods.resync, (p: { conversationId: string }) => {
-        if (p.conversationId === this.model.conversation?.id) void this.open(p.conversationId, { readOnly: this.model.readOnly });
+      // After a slow-client drop or another client's edit/retry: the snapshot replaces what is shown.
+      rpc.onNotification(Methods.resync, (p: ResyncParams) => {
+        if (p.conversationId && p.conversationId === this.model.conversation?.id) void this.open(p.conversationId, { readOnly: this.model.readOnly }).catch(() => undefined);
       }),
+      rpc.onNotification(Methods.sessionAppended, (p: SessionAppendedParams) => this.onSessionAppended(p)),
     );
+    this.sticky = structuredClone(hooks.configStore?.get() ?? {});
   }
 
   private now(): number {
@@ -70,6 +86,15 @@ export class ChatController implements vscode.Disposable {
   /** attach connects the chat view; the view gets a full snapshot at once. */
   attach(sink: ChatSink | undefined): void {
     this.sink = sink;
+    if (!sink && this.following) {
+      // The panel closed: stop the live tail; it resumes when the panel comes back.
+      this.detachedFollow = this.following;
+      this.stopFollowing();
+    } else if (sink && this.detachedFollow && !this.following && this.model.readOnly && !this.model.conversation?.id) {
+      const f = this.detachedFollow;
+      this.detachedFollow = undefined;
+      void this.followSession({ sessionId: f.sessionId }).catch(() => this.postInit());
+    }
     if (sink) this.postInit();
   }
 
@@ -79,7 +104,7 @@ export class ChatController implements vscode.Disposable {
 
   /** postInit sends the whole state to the view. */
   postInit(): void {
-    this.post({ type: 'init', snapshot: this.model.snapshot(), agents: this.agents, selectedAgent: this.selectedAgent, connection: this.connection });
+    this.post({ type: 'init', snapshot: this.model.snapshot(), agents: this.agents, selectedAgent: this.selectedAgent, connection: this.connection, following: this.following });
   }
 
   /** setConnection reports the daemon connection state to the view. */
@@ -101,6 +126,7 @@ export class ChatController implements vscode.Disposable {
 
   /** open subscribes to a conversation and shows it; readOnly hides the composer (transcript view). */
   async open(conversationId: string, opts: { readOnly?: boolean } = {}): Promise<void> {
+    this.stopFollowing();
     const prev = this.model.conversation?.id;
     if (prev && prev !== conversationId) {
       this.rpc.request(Methods.unsubscribe, { conversationId: prev }).catch(() => undefined);
@@ -108,7 +134,11 @@ export class ChatController implements vscode.Disposable {
     const res = await this.rpc.request<SubscribeResult>(Methods.subscribe, { conversationId });
     this.model = ConversationModel.fromSubscribe(res, this.now());
     this.model.readOnly = !!opts.readOnly;
+    const live = { ...this.model.agentState };
     for (const st of Object.values(this.hooks.agentStateStore?.get(conversationId) ?? {})) this.model.setAgentState(st);
+    // What the daemon says now (subscribe's agentStates) wins over what this window kept.
+    for (const st of Object.values(live)) this.model.setAgentState(st);
+    for (const st of Object.values(this.model.agentState)) this.lastAgentState[st.agent] ??= st;
     const lastAgent = [...this.model.messages].reverse().find((m) => m.agent)?.agent;
     if (lastAgent && this.agents.some((a) => a.name === lastAgent)) this.selectedAgent = lastAgent;
     this.hooks.setConversationId?.(conversationId);
@@ -118,6 +148,7 @@ export class ChatController implements vscode.Disposable {
 
   /** showSnapshot shows a read-only transcript the daemon did not store as a conversation (ochat/sessions/open). */
   showSnapshot(res: { conversation?: SubscribeResult['conversation']; messages?: SubscribeResult['messages']; title?: string }): void {
+    this.stopFollowing();
     const prev = this.model.conversation?.id;
     if (prev) this.rpc.request(Methods.unsubscribe, { conversationId: prev }).catch(() => undefined);
     this.model = ConversationModel.fromSubscribe({ conversation: res.conversation as SubscribeResult['conversation'], messages: res.messages ?? [] }, this.now());
@@ -127,26 +158,94 @@ export class ChatController implements vscode.Disposable {
 
   /** newConversation clears the panel; the next send creates the conversation. */
   newConversation(): void {
+    this.stopFollowing();
     const prev = this.model.conversation?.id;
     if (prev) this.rpc.request(Methods.unsubscribe, { conversationId: prev }).catch(() => undefined);
     this.model = new ConversationModel();
+    this.seedAgentState();
     this.hooks.setConversationId?.(undefined);
     this.postInit();
+  }
+
+  /**
+   * seedAgentState shows, in a conversation without a session yet, each
+   * agent's pickers as last seen, with the values the user picked last
+   * (applied on the first send, see applySticky).
+   */
+  private seedAgentState(): void {
+    for (const [agent, st] of Object.entries(this.lastAgentState)) {
+      this.model.agentState[agent] = this.withSticky({ conversationId: '', agent, commands: st.commands, configOptions: st.configOptions, modes: st.modes });
+    }
+  }
+
+  /** withSticky returns st with the user's remembered picks as current values. */
+  private withSticky(st: AgentStateParams): AgentStateParams {
+    const picks = this.sticky[st.agent];
+    if (!picks) return st;
+    const configOptions = st.configOptions?.map((o) => (o.id in picks ? { ...o, currentValue: picks[o.id] } : o));
+    const modes = st.modes && 'mode' in picks && !st.configOptions?.some((o) => o.id === 'mode') ? { ...st.modes, currentModeId: String(picks.mode) } : st.modes;
+    return { ...st, configOptions, modes };
+  }
+
+  /** followSession shows a terminal-started session read-only and keeps it growing from ochat/sessionAppended. */
+  async followSession(ref: { sessionId?: string; path?: string }, title?: string): Promise<void> {
+    this.stopFollowing();
+    const prev = this.model.conversation?.id;
+    if (prev) this.rpc.request(Methods.unsubscribe, { conversationId: prev }).catch(() => undefined);
+    // sessionId and path exclude each other (docs/protocol.md "Terminal sessions").
+    const res = await this.rpc.request<FollowResult>(Methods.sessionsFollow, ref.sessionId ? { sessionId: ref.sessionId } : { path: ref.path });
+    const now = this.now();
+    const m = new ConversationModel();
+    // No conversation id: the panel's send, cancel and reload restore do not apply to a native session.
+    m.conversation = {
+      id: '', title: res.session?.title || title || res.sessionId, agents: [res.agent],
+      createdAt: res.session?.createdAt ?? now, updatedAt: res.session?.updatedAt ?? now,
+    };
+    for (const msg of res.messages ?? []) m.upsert(msg);
+    m.readOnly = true;
+    this.model = m;
+    this.following = { sessionId: res.sessionId, agent: res.agent, path: res.path };
+    this.detachedFollow = undefined;
+    this.postInit();
+  }
+
+  /** stopFollowing unfollows the followed session, if any (best effort: a disconnected daemon ends follows itself). */
+  stopFollowing(): void {
+    const f = this.following;
+    if (!f) return;
+    this.following = undefined;
+    this.rpc.request(Methods.sessionsUnfollow, { sessionId: f.sessionId }).catch(() => undefined);
+  }
+
+  private onSessionAppended(p: SessionAppendedParams): void {
+    const f = this.following;
+    if (!f || (p.sessionId !== f.sessionId && p.path !== f.path)) return;
+    if (p.path) f.path = p.path; // a Codex rollout compressed while followed keeps its updates coming under the .zst path
+    if (p.reset) this.model.clearMessages();
+    for (const m of p.messages ?? []) this.model.upsert(m);
+    if (p.session?.title && this.model.conversation) this.model.conversation.title = p.session.title;
+    this.post({ type: 'upsert', messages: p.messages ?? [], reset: !!p.reset, title: this.model.conversation?.title });
   }
 
   /** reconnected re-subscribes after the daemon came back (snapshot + replay, no gap). */
   async reconnected(): Promise<void> {
     await this.refreshAgents().catch(() => undefined);
     const id = this.model.conversation?.id;
-    if (id) await this.open(id, { readOnly: this.model.readOnly });
+    const f = this.following;
+    if (f) {
+      // The daemon ended the follow with the old connection: follow again (reset view).
+      this.following = undefined;
+      await this.followSession({ sessionId: f.sessionId }).catch(() => this.postInit());
+    } else if (id) await this.open(id, { readOnly: this.model.readOnly });
     else this.postInit();
   }
 
   /** send starts a prompt turn in the open conversation (or a new one). */
   async send(text: string, agent = this.selectedAgent, attachments?: Attachment[]): Promise<SendResult> {
+    if (this.following) throw new Error('a terminal session is read-only here: Continue it first');
     if (this.model.readOnly) this.model.readOnly = false;
-    const conversationId = this.model.conversation?.id;
     attachments = await this.storeAttachments(attachments);
+    const conversationId = this.model.conversation?.id || (await this.applySticky(agent));
     this.pendingSend = true;
     let res: SendResult;
     try {
@@ -162,6 +261,114 @@ export class ChatController implements vscode.Disposable {
     this.model.startTurn(
       { id: res.userMessageId, role: 'user', content: text, timestamp: now, attachments },
       { id: res.assistantMessageId, turnId: res.turnId, agent: agent ?? '' },
+      now,
+    );
+    this.postInit();
+    this.hooks.historyChanged?.();
+    return res;
+  }
+
+  /**
+   * applySticky creates the conversation before its first prompt when the user
+   * picked config values for agent (now or in an earlier conversation), and
+   * sets them, so that the session the prompt starts has them from its first
+   * turn (the daemon replays remembered values into a new session). Returns
+   * the conversation id, or undefined when nothing was picked (send creates it).
+   */
+  private async applySticky(agent: string | undefined): Promise<string | undefined> {
+    const picks = agent ? this.sticky[agent] : undefined;
+    if (!agent || !picks || !Object.keys(picks).length) return undefined;
+    const id = await this.createConversation();
+    for (const [configId, value] of Object.entries(picks)) {
+      try {
+        await this.rpc.request<SetConfigResult>(Methods.agentSetConfig, { conversationId: id, agent, configId, value });
+      } catch (err) {
+        // A value the agent no longer offers must not block the prompt.
+        delete picks[configId];
+        this.post({ type: 'error', message: `${agent}: ${configId} = ${value}: ${(err as Error).message}` });
+      }
+    }
+    this.hooks.configStore?.set(this.sticky);
+    return id;
+  }
+
+  /** createConversation creates an empty conversation (ochat/conversations/create), shows it and subscribes to it. */
+  private async createConversation(): Promise<string> {
+    const res = await this.rpc.request<{ conversation: Conversation }>(Methods.conversationsCreate, {});
+    const conv = res.conversation;
+    await this.rpc.request(Methods.subscribe, { conversationId: conv.id });
+    this.model.conversation = conv;
+    this.hooks.setConversationId?.(conv.id);
+    return conv.id;
+  }
+
+  /**
+   * setConfig sets one agent option (ochat/agent/setConfig) and remembers it
+   * as the user's pick for the next conversations. Without a conversation it
+   * is only remembered and shown; the first send applies it (applySticky),
+   * since the daemon answers -32602 to setConfig without a conversation.
+   */
+  async setConfig(agent: string, configId: string, value: string | boolean): Promise<void> {
+    (this.sticky[agent] ??= {})[configId] = value;
+    this.hooks.configStore?.set(this.sticky);
+    const conversationId = this.model.conversation?.id;
+    let state: Partial<AgentStateParams> | undefined;
+    if (conversationId) {
+      const res = await this.rpc.request<SetConfigResult>(Methods.agentSetConfig, { conversationId, agent, configId, value });
+      state = res.applied ? res.state : undefined;
+    }
+    const cur = this.model.agentState[agent] ?? this.lastAgentState[agent] ?? { conversationId: conversationId ?? '', agent };
+    const next: AgentStateParams = state ? { ...cur, ...state, conversationId: conversationId ?? '', agent } : this.withSticky({ ...cur, conversationId: conversationId ?? '', agent });
+    this.model.setAgentState(next);
+    if (conversationId) this.hooks.agentStateStore?.set(conversationId, this.model.agentState);
+    this.post({ type: 'agentState', params: next });
+  }
+
+  /**
+   * edit replaces a user message with text and starts a new turn
+   * (ochat/chat/edit): that message and every later one are dropped, the edited
+   * prompt (with the message's attachments) and its answer take their place.
+   */
+  async edit(messageId: string, text: string, agent?: string): Promise<SendResult> {
+    const old = this.model.message(messageId);
+    return this.replaceTurn(Methods.chatEdit, { messageId, text, agent }, messageId, text, old?.attachments, agent ?? this.answerAgent(messageId));
+  }
+
+  /**
+   * retry regenerates an answer (ochat/chat/retry): messageId is the assistant
+   * message (or the user message it answers); the user message is sent again.
+   */
+  async retry(messageId: string, agent?: string): Promise<SendResult> {
+    const user = this.model.userMessageOf(messageId);
+    if (!user) throw new Error(`no user message before ${messageId}`);
+    return this.replaceTurn(Methods.chatRetry, { messageId, agent }, user.id, user.content ?? '', user.attachments, agent ?? this.answerAgent(messageId));
+  }
+
+  /** answerAgent is the agent that answered messageId (the message itself or the next assistant message). */
+  private answerAgent(messageId: string): string | undefined {
+    const i = this.model.messages.findIndex((m) => m.id === messageId);
+    return this.model.messages.slice(Math.max(0, i)).find((m) => m.role === 'assistant' && m.agent)?.agent;
+  }
+
+  private async replaceTurn(method: string, params: Record<string, unknown>, dropFrom: string, text: string, attachments: Attachment[] | undefined, agent: string | undefined): Promise<SendResult> {
+    const conversationId = this.model.conversation?.id;
+    if (!conversationId) throw new Error('no conversation is open');
+    if (this.model.running) throw new Error('a turn is running: cancel it first');
+    this.pendingSend = true;
+    let res: SendResult;
+    try {
+      res = await this.rpc.request<SendResult>(method, { conversationId, ...params });
+    } finally {
+      this.pendingSend = false;
+    }
+    // Events of the new turn may have arrived before the answer (appended after the dropped messages).
+    const early = this.model.message(res.assistantMessageId);
+    this.model.truncateFrom(dropFrom);
+    if (early) this.model.put(early);
+    const now = this.now();
+    this.model.startTurn(
+      { id: res.userMessageId, role: 'user', content: text, timestamp: now, attachments },
+      { id: res.assistantMessageId, turnId: res.turnId, agent: agent ?? early?.agent ?? '' },
       now,
     );
     this.postInit();
@@ -222,6 +429,7 @@ export class ChatController implements vscode.Disposable {
   }
 
   private onAgentState(p: AgentStateParams): void {
+    this.lastAgentState[p.agent] = { ...this.lastAgentState[p.agent], ...p };
     if (this.model.conversation && p.conversationId !== this.model.conversation.id) return;
     this.model.setAgentState(p);
     if (this.model.conversation) this.hooks.agentStateStore?.set(this.model.conversation.id, this.model.agentState);
@@ -268,38 +476,50 @@ export class ChatController implements vscode.Disposable {
         case 'cancel':
           await this.cancel();
           return;
+        case 'edit':
+          if (msg.agent) this.selectedAgent = msg.agent;
+          await this.edit(msg.messageId, msg.text, msg.agent);
+          return;
+        case 'retry':
+          if (msg.agent) this.selectedAgent = msg.agent;
+          await this.retry(msg.messageId, msg.agent);
+          return;
         case 'respondPermission':
           await this.respond(msg.permissionId, msg.cancelled ? undefined : msg.optionId);
           return;
         case 'selectAgent':
           this.selectedAgent = msg.agent;
           return;
-        case 'setConfig': {
-          const params = { conversationId: this.model.conversation?.id, agent: msg.agent, configId: msg.configId, value: msg.value };
-          const notFound = (err: unknown) => (err as { code?: number }).code === ErrorCodes.methodNotFound;
+        case 'setConfig':
           try {
-            await this.rpc.request(Methods.agentSetConfig, params);
+            await this.setConfig(msg.agent, msg.configId, msg.value);
           } catch (err) {
-            if (!notFound(err)) throw err;
-            try {
-              await this.rpc.request(Methods.agentsSetConfigOption, params);
-            } catch (err2) {
-              if (!notFound(err2)) throw err2;
-              throw new Error(`this ochatd cannot change agent options yet (${Methods.agentSetConfig}); update ochatd`);
-            }
+            // The picker shows the value the agent has, not the refused one.
+            this.postInit();
+            throw err;
           }
           return;
-        }
         case 'newConversation':
           this.newConversation();
           return;
         case 'trustWorkspace':
           await vscode.commands.executeCommand('ochat.trustWorkspace');
           return;
-        case 'continue':
+        case 'continue': {
+          const f = this.following;
+          if (f) {
+            // A terminal session becomes a conversation (ochat/sessions/open) that the panel then continues.
+            const res = await this.rpc.request<{ conversationId?: string; conversation?: { id?: string } }>(Methods.sessionsOpen, { sessionId: f.sessionId });
+            const id = res.conversationId ?? res.conversation?.id;
+            if (!id) throw new Error(`ochat/sessions/open answered no conversation for ${f.sessionId}`);
+            await this.open(id, { readOnly: false });
+            this.hooks.historyChanged?.();
+            return;
+          }
           this.model.readOnly = false;
           this.postInit();
           return;
+        }
         case 'openDiff':
           this.hooks.openDiff?.(this.model, msg);
           return;
@@ -327,11 +547,12 @@ export class ChatController implements vscode.Disposable {
     } catch (err) {
       const text = (err as Error).message ?? String(err);
       this.post({ type: 'error', message: text });
-      if (msg.type === 'send' || msg.type === 'setConfig') void vscode.window.showErrorMessage(`ochat: ${text}`);
+      if (msg.type === 'send' || msg.type === 'setConfig' || msg.type === 'edit' || msg.type === 'retry' || msg.type === 'continue') void vscode.window.showErrorMessage(`ochat: ${text}`);
     }
   }
 
   dispose(): void {
+    this.stopFollowing();
     for (const d of this.disposables) d();
   }
 }

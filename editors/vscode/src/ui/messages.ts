@@ -5,7 +5,7 @@
  */
 import type { ChatSnapshot } from '../model/conversation';
 import type {
-  AgentInfo, AgentStateParams, Attachment, EventParams, PermissionParams, PermissionResolvedParams,
+  AgentInfo, AgentStateParams, Attachment, EventParams, Message, PermissionParams, PermissionResolvedParams,
 } from '../model/protocol';
 
 /** Connection status shown in the panel. */
@@ -14,10 +14,19 @@ export interface ConnectionInfo {
   detail?: string;
 }
 
+/** The native session the panel follows live (ochat/sessions/follow). */
+export interface FollowInfo {
+  sessionId: string;
+  agent: string;
+  path: string;
+}
+
 /** Host → webview. */
 export type HostMessage =
-  | { type: 'init'; snapshot: ChatSnapshot; agents: AgentInfo[]; selectedAgent?: string; connection: ConnectionInfo }
+  | { type: 'init'; snapshot: ChatSnapshot; agents: AgentInfo[]; selectedAgent?: string; connection: ConnectionInfo; following?: FollowInfo }
   | { type: 'event'; params: EventParams }
+  /** Messages of a followed session to upsert by id; reset: they are the whole transcript. */
+  | { type: 'upsert'; messages: Message[]; reset: boolean; title?: string }
   | { type: 'permission'; params: PermissionParams }
   | { type: 'permissionResolved'; params: PermissionResolvedParams }
   | { type: 'agentState'; params: AgentStateParams }
@@ -31,6 +40,8 @@ export type WebviewMessage =
   | { type: 'ready'; conversationId?: string }
   | { type: 'send'; text: string; agent?: string; attachments?: Attachment[] }
   | { type: 'cancel' }
+  | { type: 'edit'; messageId: string; text: string; agent?: string }
+  | { type: 'retry'; messageId: string; agent?: string }
   | { type: 'respondPermission'; permissionId: string; optionId?: string; cancelled?: boolean }
   | { type: 'openDiff'; messageId?: string; permissionId?: string; path: string }
   | { type: 'reviewTurn'; messageId: string }

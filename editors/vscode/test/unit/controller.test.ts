@@ -174,19 +174,151 @@ test('pasted images are stored as files before send; the daemon gets paths only'
   assert.equal(c.model.message('U1')!.attachments![0].path, '/store/abc.png');
 });
 
-test('config options: ochat/agent/setConfig, then the older name, then a clear error', async () => {
+test('config options: set in the open conversation; before one, remembered and applied before the first prompt', async () => {
   const { rpc, c, sink } = setup();
+  const picks: Array<Record<string, Record<string, string | boolean>>> = [];
+  (c as unknown as { hooks: { configStore: unknown } }).hooks.configStore = { get: () => undefined, set: (v: Record<string, Record<string, string | boolean>>) => picks.push(structuredClone(v)) };
+  const opts = [{ id: 'model', name: 'Model', type: 'select', currentValue: 'default', options: [{ value: 'default', name: 'Default' }, { value: 'fast', name: 'Fast' }] }];
   await c.open('C1');
-  rpc.handlers.set('ochat/agent/setConfig', () => ({}));
+  rpc.notify('ochat/agentState', { conversationId: 'C1', agent: 'test', configOptions: opts });
+  rpc.handlers.set('ochat/agent/setConfig', (p) => ({ applied: true, state: { configOptions: [{ ...opts[0], currentValue: p.value }] }, config: { [p.configId]: p.value } }));
   await c.handle({ type: 'setConfig', agent: 'test', configId: 'model', value: 'fast' });
   assert.deepEqual(rpc.requests.at(-1), { method: 'ochat/agent/setConfig', params: { conversationId: 'C1', agent: 'test', configId: 'model', value: 'fast' } });
-  rpc.handlers.delete('ochat/agent/setConfig');
-  rpc.handlers.set('ochat/agents/setConfigOption', () => ({}));
+  assert.equal(c.model.agentState.test.configOptions![0].currentValue, 'fast');
+  assert.equal((sink.posted.at(-1) as { type: string }).type, 'agentState');
+  assert.ok(!rpc.methods().includes('ochat/agents/setConfigOption'), 'no fallback to a method the daemon never had');
+
+  // A new conversation shows the pickers as last seen, with the user's pick; nothing is sent yet.
+  c.newConversation();
+  assert.equal(c.model.agentState.test.configOptions![0].currentValue, 'fast');
   await c.handle({ type: 'setConfig', agent: 'test', configId: 'mode', value: 'plan' });
-  assert.deepEqual(rpc.methods().slice(-2), ['ochat/agent/setConfig', 'ochat/agents/setConfigOption']);
-  rpc.handlers.delete('ochat/agents/setConfigOption');
-  await c.handle({ type: 'setConfig', agent: 'test', configId: 'mode', value: 'plan' });
-  assert.match((sink.posted.at(-1) as { message: string }).message, /cannot change agent options yet/);
+  assert.equal(rpc.requests.at(-1)!.method, 'ochat/unsubscribe', 'no setConfig without a conversation (the daemon answers -32602)');
+  assert.deepEqual(picks.at(-1), { test: { model: 'fast', mode: 'plan' } });
+  // First send: create the conversation, set the picks, then send to it.
+  rpc.handlers.set('ochat/conversations/create', () => ({ conversation: { id: 'C2', title: '', createdAt: 1, updatedAt: 1 } }));
+  rpc.handlers.set('ochat/chat/send', (p) => ({ conversationId: p.conversationId, userMessageId: 'U2', assistantMessageId: 'A2', turnId: 'A2' }));
+  const n = rpc.requests.length;
+  await c.handle({ type: 'send', text: 'CONFIG', agent: 'test' });
+  assert.deepEqual(rpc.requests.slice(n).map((r) => [r.method, r.params.conversationId, r.params.configId]), [
+    ['ochat/conversations/create', undefined, undefined],
+    ['ochat/subscribe', 'C2', undefined],
+    ['ochat/agent/setConfig', 'C2', 'model'],
+    ['ochat/agent/setConfig', 'C2', 'mode'],
+    ['ochat/chat/send', 'C2', undefined],
+  ]);
+  assert.equal(c.model.conversation?.id, 'C2');
+
+  // A refused value is reported and shown as the agent has it.
+  rpc.handlers.set('ochat/agent/setConfig', () => { throw Object.assign(new Error('invalid params: value "x" is not an option of model'), { code: -32602 }); });
+  await c.handle({ type: 'setConfig', agent: 'test', configId: 'model', value: 'x' });
+  assert.match((sink.posted.at(-1) as { message: string }).message, /not an option/);
+  assert.equal(sink.posted.at(-2)!.type, 'init');
+});
+
+test('edit and retry: the message and later ones are replaced by the new turn; refused while a turn runs', async () => {
+  const { rpc, c, sink } = setup();
+  rpc.handlers.set('ochat/subscribe', (p) => ({ conversation: { id: p.conversationId, title: 't', createdAt: 1, updatedAt: 2 }, messages: [
+    { id: 'U0', role: 'user', timestamp: 1, content: 'first', attachments: [{ kind: 'file', path: 'a.go' }] },
+    { id: 'A0', role: 'assistant', timestamp: 2, agent: 'claude', status: 'completed', segments: [{ type: 'content', content: 'one' }] },
+    { id: 'U1', role: 'user', timestamp: 3, content: 'second' },
+    { id: 'A1', role: 'assistant', timestamp: 4, agent: 'test', status: 'completed', segments: [{ type: 'content', content: 'two' }] },
+  ] }));
+  await c.open('C1');
+  // The new turn's first event arrives before the edit answer.
+  rpc.handlers.set('ochat/chat/edit', () => {
+    rpc.notify('ochat/event', { conversationId: 'C1', turnId: 'A5', messageId: 'A5', agent: 'claude', event: { type: 'content.delta', seq: 1, delta: 'new' } });
+    return { conversationId: 'C1', userMessageId: 'U5', assistantMessageId: 'A5', turnId: 'A5' };
+  });
+  await c.handle({ type: 'edit', messageId: 'U0', text: 'first, edited' });
+  assert.deepEqual(rpc.requests.at(-1), { method: 'ochat/chat/edit', params: { conversationId: 'C1', messageId: 'U0', text: 'first, edited', agent: undefined } });
+  assert.deepEqual(c.model.messages.map((m) => m.id), ['U5', 'A5']);
+  assert.equal(c.model.message('U5')!.content, 'first, edited');
+  assert.deepEqual(c.model.message('U5')!.attachments, [{ kind: 'file', path: 'a.go' }], 'an edit keeps the attachments');
+  assert.equal(c.model.message('A5')!.segments![0].content, 'new');
+  assert.equal(c.model.running?.agent, 'claude', 'the agent that answered the edited message');
+  assert.equal(sink.posted.at(-1)!.type, 'init');
+
+  // While the turn runs, retry is refused locally (the daemon would answer -32003).
+  rpc.handlers.set('ochat/chat/retry', () => ({ conversationId: 'C1', userMessageId: 'U6', assistantMessageId: 'A6', turnId: 'A6' }));
+  await c.handle({ type: 'retry', messageId: 'A5' });
+  assert.match((sink.posted.at(-1) as { message: string }).message, /a turn is running/);
+  assert.ok(!rpc.methods().includes('ochat/chat/retry'));
+  rpc.notify('ochat/event', { conversationId: 'C1', turnId: 'A5', messageId: 'A5', agent: 'claude', event: { type: 'turn.completed', seq: 2, stopReason: 'end_turn' } });
+
+  await c.handle({ type: 'retry', messageId: 'A5', agent: 'test' });
+  assert.deepEqual(rpc.requests.at(-1), { method: 'ochat/chat/retry', params: { conversationId: 'C1', messageId: 'A5', agent: 'test' } });
+  assert.deepEqual(c.model.messages.map((m) => [m.id, m.content ?? m.status]), [['U6', 'first, edited'], ['A6', 'streaming']]);
+  assert.equal(c.selectedAgent, 'test');
+});
+
+test('ochat/resync after another client edited: re-subscribe and show the new snapshot', async () => {
+  const { rpc, c, sink } = setup();
+  await c.open('C1');
+  rpc.handlers.set('ochat/subscribe', (p) => ({ conversation: { id: p.conversationId, title: 'old', createdAt: 1, updatedAt: 3 },
+    messages: [{ id: 'U9', role: 'user', timestamp: 3, content: 'edited elsewhere' }, { id: 'A9', role: 'assistant', timestamp: 3, agent: 'test', status: 'streaming' }],
+    running: { turnId: 'A9', assistantMessageId: 'A9', agent: 'test', events: [{ type: 'content.delta', seq: 1, delta: 'so far' }], lastSeq: 1 } }));
+  rpc.notify('ochat/resync', { conversationId: 'C1', reason: 'conversation edited: U0 replaced' });
+  await tick();
+  assert.deepEqual(c.model.messages.map((m) => m.id), ['U9', 'A9']);
+  assert.equal(c.model.message('A9')!.segments![0].content, 'so far');
+  assert.equal(c.model.running?.turnId, 'A9');
+  assert.equal(sink.posted.at(-1)!.type, 'init');
+  rpc.notify('ochat/resync', { conversationId: 'OTHER', reason: 'x' });
+  await tick();
+  assert.equal(rpc.requests.filter((r) => r.method === 'ochat/subscribe').length, 2, 'another conversation is not re-subscribed');
+});
+
+test('a followed terminal session grows by id, resets, and is unfollowed on switch and panel close; Continue opens it', async () => {
+  const { rpc, c, sink } = setup();
+  await c.open('C1');
+  const session = { id: 'S1', agent: 'claude', title: 'from the terminal', path: '/h/.claude/projects/p/S1.jsonl' };
+  rpc.handlers.set('ochat/sessions/follow', () => ({ sessionId: 'S1', agent: 'claude', path: session.path, session,
+    messages: [{ id: 'm1', role: 'user', timestamp: 1, content: 'hello' }, { id: 'm2', role: 'assistant', agent: 'claude', timestamp: 2, status: 'completed', segments: [{ type: 'content', content: 'Hi' }] }] }));
+  rpc.handlers.set('ochat/sessions/unfollow', () => ({}));
+  await c.followSession({ sessionId: 'S1' });
+  assert.ok(rpc.requests.some((r) => r.method === 'ochat/unsubscribe' && r.params.conversationId === 'C1'), 'the previous conversation is left');
+  const init = sink.posted.at(-1) as Extract<HostMessage, { type: 'init' }>;
+  assert.equal(init.snapshot.readOnly, true);
+  assert.equal(init.snapshot.conversation?.title, 'from the terminal');
+  assert.deepEqual(init.following, { sessionId: 'S1', agent: 'claude', path: session.path });
+  // The growing turn is sent again with the same id: replaced, not duplicated.
+  rpc.notify('ochat/sessionAppended', { sessionId: 'S1', agent: 'claude', path: session.path, messages: [
+    { id: 'm2', role: 'assistant', agent: 'claude', timestamp: 2, status: 'completed', segments: [{ type: 'content', content: 'Hi there' }] },
+    { id: 'm3', role: 'user', timestamp: 3, content: 'typed in the terminal' }] });
+  assert.deepEqual(c.model.messages.map((m) => m.id), ['m1', 'm2', 'm3']);
+  assert.equal(c.model.message('m2')!.segments![0].content, 'Hi there');
+  assert.deepEqual(sink.posted.at(-1), { type: 'upsert', reset: false, title: 'from the terminal', messages: [
+    { id: 'm2', role: 'assistant', agent: 'claude', timestamp: 2, status: 'completed', segments: [{ type: 'content', content: 'Hi there' }] },
+    { id: 'm3', role: 'user', timestamp: 3, content: 'typed in the terminal' }] });
+  rpc.notify('ochat/sessionAppended', { sessionId: 'OTHER', agent: 'claude', path: '/x', messages: [{ id: 'z', role: 'user', timestamp: 1 }] });
+  assert.equal(c.model.messages.length, 3, 'another session is ignored');
+  rpc.notify('ochat/sessionAppended', { sessionId: 'S1', agent: 'claude', path: session.path, reset: true, messages: [{ id: 'm1', role: 'user', timestamp: 1, content: 'hello' }] });
+  assert.deepEqual(c.model.messages.map((m) => m.id), ['m1'], 'reset replaces');
+  await assert.rejects(c.send('x', 'test'), /read-only/);
+
+  // The panel closes: unfollow; it comes back: follow again.
+  c.attach(undefined);
+  assert.deepEqual(rpc.requests.at(-1), { method: 'ochat/sessions/unfollow', params: { sessionId: 'S1' } });
+  c.attach(sink);
+  await tick();
+  assert.equal(rpc.requests.filter((r) => r.method === 'ochat/sessions/follow').length, 2);
+  assert.equal(c.following?.sessionId, 'S1');
+  // Switching to a conversation unfollows.
+  await c.open('C2');
+  assert.equal(rpc.requests.filter((r) => r.method === 'ochat/sessions/unfollow').length, 2);
+  assert.equal(c.following, undefined);
+  rpc.notify('ochat/sessionAppended', { sessionId: 'S1', agent: 'claude', path: session.path, messages: [{ id: 'm9', role: 'user', timestamp: 9 }] });
+  assert.ok(!c.model.message('m9'));
+
+  // Continue on a followed session: ochat/sessions/open, then the conversation, editable.
+  await c.followSession({ path: session.path });
+  assert.deepEqual(rpc.requests.filter((r) => r.method === 'ochat/sessions/follow').at(-1)!.params, { path: session.path });
+  rpc.handlers.set('ochat/sessions/open', () => ({ conversationId: 'C3', created: true }));
+  await c.handle({ type: 'continue' });
+  assert.deepEqual(rpc.requests.find((r) => r.method === 'ochat/sessions/open')!.params, { sessionId: 'S1' });
+  assert.equal(c.model.conversation?.id, 'C3');
+  assert.equal(c.model.readOnly, false);
+  assert.equal(c.following, undefined);
 });
 
 test('a native session opened without a conversation is shown read-only', () => {
