@@ -527,6 +527,58 @@ describe('e2e with ochatd and the test agent', function()
     assert(menus[2] and #menus[2] >= 1, 'config options listed: ' .. vim.inspect(chat.agent_state.test))
   end)
 
+  it('sets agent options from :OChatAgent: before the conversation exists, in a live session, and they stick', function()
+    chat:new_conversation()
+    -- Picks option `id` = `value` of the test agent through the two menus.
+    local function pick(id, value)
+      local restore = stub_select(function(items, opts)
+        if opts.kind == 'ochat.agent_option' then
+          return vim.tbl_filter(function(x)
+            return x.id == id
+          end, items)[1]
+        end
+        return vim.tbl_filter(function(x)
+          return x.value == value
+        end, items)[1]
+      end)
+      local done
+      require('ochat.agents').pick(chat, 'test', function()
+        done = true
+      end)
+      wait_for(function()
+        return done
+      end, 5000, 'pick ' .. id)
+      restore()
+    end
+    pick('mode', 'plan')
+    eq(nil, chat.conversation_id, 'no conversation yet')
+    eq('mode=plan model=fast', table.concat(turn('CONFIG').body, '\n'))
+    local cid = chat.conversation_id
+    -- A live session: the agent is asked at once.
+    pick('model', 'smart')
+    local model
+    for _, o in ipairs(chat.agent_state.test.configOptions) do
+      if o.id == 'model' then
+        model = o.currentValue
+      end
+    end
+    eq('smart', model, 'the state the daemon answered')
+    eq('mode=plan model=smart', table.concat(turn('CONFIG').body, '\n'))
+    local listed
+    chat.conn:request('ochat/agents/list', { conversationId = cid }, function(_, r)
+      listed = r
+    end)
+    wait_for(function()
+      return listed
+    end, 5000, 'agents list')
+    eq({ mode = 'plan', model = 'smart' }, listed.states[1].config)
+    -- A new conversation starts with the options picked.
+    chat:new_conversation()
+    eq('mode=plan model=smart', table.concat(turn('CONFIG').body, '\n'))
+    assert(chat.conversation_id ~= cid)
+    chat.config_choices = nil
+  end)
+
   it(':checkhealth ochat finds the daemon, its version and the agents', function()
     vim.cmd('edit ' .. ws .. '/out.txt')
     vim.cmd('checkhealth ochat')

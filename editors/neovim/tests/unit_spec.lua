@@ -780,8 +780,9 @@ describe('agents', function()
       return { agents = { { name = 'claude', available = true, command = 'claude-agent-acp' }, { name = 'gemini', available = false, reason = 'not on PATH', install = 'npm i -g x' } } }
     end
     conn.handlers['ochat/agent/setConfig'] = function()
-      return {}
+      return { applied = true, state = { configOptions = { { id = 'model', name = 'Model', type = 'select', currentValue = 'b', options = { { value = 'a', name = 'Alpha' }, { value = 'b', name = 'Beta' } } } } }, config = { model = 'b' } }
     end
+    chat.conversation_id = 'C1'
     chat.agent_state.claude = { agent = 'claude', configOptions = { { id = 'model', name = 'Model', type = 'select', currentValue = 'a', options = { { value = 'a', name = 'Alpha' }, { value = 'b', name = 'Beta' } } } } }
     local shown = {}
     local orig = vim.ui.select
@@ -801,14 +802,24 @@ describe('agents', function()
     assert(shown[1][2]:find('unavailable: not on PATH; install: npm i -g x', 1, true), shown[1][2])
     eq({ 'Model: Alpha' }, shown[2])
     eq({ 'Alpha  (current)', 'Beta' }, shown[3])
-    eq({ conversationId = nil, agent = 'claude', configId = 'model', value = 'b' }, H.requests(conn, 'ochat/agent/setConfig')[1])
+    eq({ conversationId = 'C1', agent = 'claude', configId = 'model', value = 'b' }, H.requests(conn, 'ochat/agent/setConfig')[1])
+    eq('b', chat.agent_state.claude.configOptions[1].currentValue, 'the state the daemon answered')
   end)
 
-  it('falls back to ochat/agents/setConfigOption', function()
+  it('keeps a choice made before the conversation exists and sets it before the first prompt, and in new ones', function()
     local chat, conn = H.fake_chat()
-    conn.handlers['ochat/agents/setConfigOption'] = function()
-      return {}
+    local n = 0
+    conn.handlers['ochat/conversations/create'] = function(p)
+      n = n + 1
+      return { conversation = { id = 'C' .. n, title = p.title, agents = {} } }
     end
+    conn.handlers['ochat/agent/setConfig'] = function()
+      return { applied = false, config = { effort = 'high' } }
+    end
+    conn.handlers['ochat/chat/send'] = function(p)
+      return { conversationId = p.conversationId, userMessageId = 'U' .. n, assistantMessageId = 'A' .. n, turnId = 'A' .. n }
+    end
+    chat.agent = 'codex'
     local setting = { kind = 'config', id = 'effort', name = 'Effort', choices = {} }
     local done
     require('ochat.agents').set(chat, 'codex', setting, 'high', function(err)
@@ -819,7 +830,33 @@ describe('agents', function()
     end, 1000, 'set')
     eq(nil, done[1])
     eq('high', setting.current)
-    eq({ agent = 'codex', configId = 'effort', value = 'high' }, H.requests(conn, 'ochat/agents/setConfigOption')[1])
+    eq({}, H.requests(conn, 'ochat/agent/setConfig'), 'nothing to set yet: the daemon needs a conversation')
+    local sent
+    chat:send('make it fast\nplease', nil, function(err)
+      sent = { err }
+    end)
+    wait_for(function()
+      return sent
+    end, 1000, 'send')
+    eq(nil, sent[1])
+    local order = vim.tbl_map(function(r)
+      return r.method
+    end, conn.requests)
+    eq({ 'ochat/conversations/create', 'ochat/agent/setConfig', 'ochat/chat/send' }, order)
+    eq({ title = 'make it fast' }, conn.requests[1].params)
+    eq({ conversationId = 'C1', agent = 'codex', configId = 'effort', value = 'high' }, conn.requests[2].params)
+    eq('C1', conn.requests[3].params.conversationId)
+    eq('C1', chat.conversation_id)
+    -- It sticks: a new conversation of this chat starts with it too.
+    chat:new_conversation()
+    sent = nil
+    chat:send('again', nil, function(err)
+      sent = { err }
+    end)
+    wait_for(function()
+      return sent
+    end, 1000, 'second send')
+    eq({ conversationId = 'C2', agent = 'codex', configId = 'effort', value = 'high' }, H.requests(conn, 'ochat/agent/setConfig')[2])
   end)
 end)
 

@@ -78,32 +78,84 @@ function M.settings(state)
 end
 
 --- Sets one option through the daemon: ochat/agent/setConfig {conversationId, agent, configId, value} (the daemon
---- calls ACP session/set_config_option, or session/set_mode for an agent that only has legacy modes; "mode" is the
---- configId of those); ochat/agents/setConfigOption with the same params when the daemon has that name instead.
---- `cb(err)`.
+--- calls ACP session/set_config_option, or session/set_mode / set_model for an agent that only has legacy modes and
+--- models; "mode" / "model" are their configIds, and remembers the value for the conversation). The choice is also
+--- kept in the chat (`chat.config_choices[agent][configId]`), so it sticks: a conversation that does not exist yet
+--- (the daemon answers -32602 "create it first") and every new one of this chat gets it before its first prompt
+--- (see Chat:send). `cb(err)`.
 function M.set(chat, agent, setting, value, cb)
+  local function remember()
+    chat.config_choices = chat.config_choices or {}
+    chat.config_choices[agent] = chat.config_choices[agent] or {}
+    chat.config_choices[agent][setting.id] = value
+    setting.current = value
+  end
+  if not chat.conversation_id then
+    remember()
+    util.notify(string.format('%s: %s = %s, set when the conversation starts', agent, setting.name, tostring(value)))
+    return cb and cb(nil)
+  end
   local params = { conversationId = chat.conversation_id, agent = agent, configId = setting.id, value = value }
-  local function answer(err)
+  chat.conn:request('ochat/agent/setConfig', params, function(err, res)
     if err then
       util.notify(string.format('set %s: %s', setting.name, util.err_text(err)), vim.log.levels.ERROR)
     else
-      setting.current = value
+      remember()
+      local state = type(res) == 'table' and util.nn(res.state)
+      if type(state) == 'table' then
+        chat:merge_agent_state(vim.tbl_extend('force', state, { agent = agent }))
+      end
     end
     if cb then
       cb(err)
     end
-  end
-  chat.conn:request('ochat/agent/setConfig', params, function(err)
-    if err and err.code == -32601 then
-      -- The name the VS Code extension uses; whichever the daemon has.
-      return chat.conn:request('ochat/agents/setConfigOption', params, answer)
-    end
-    answer(err)
   end)
+end
+
+--- The remembered choices of `agent` as a list of {configId, value}, or nil when there are none.
+function M.choices(chat, agent)
+  local out = {}
+  for id, v in pairs((chat.config_choices or {})[agent or ''] or {}) do
+    table.insert(out, { configId = id, value = v })
+  end
+  table.sort(out, function(a, b)
+    return a.configId < b.configId
+  end)
+  return #out > 0 and out or nil
+end
+
+--- Sends the remembered choices of `agent` for the chat's (just created) conversation, one after the other, then
+--- calls `cb()`; a refused value is reported and skipped.
+function M.apply_choices(chat, agent, cb)
+  local list = M.choices(chat, agent) or {}
+  local i = 0
+  local function nxt()
+    i = i + 1
+    local c = list[i]
+    if not c then
+      return cb()
+    end
+    chat.conn:request('ochat/agent/setConfig', { conversationId = chat.conversation_id, agent = agent, configId = c.configId, value = c.value }, function(err)
+      if err then
+        util.notify(string.format('set %s: %s', c.configId, util.err_text(err)), vim.log.levels.WARN)
+      end
+      nxt()
+    end)
+  end
+  nxt()
 end
 
 local function pick_settings(chat, agent, cb)
   local settings = M.settings(chat.agent_state[agent])
+  if not chat.conversation_id then
+    -- Before the conversation exists, the values picked for it are the current ones.
+    for _, st in ipairs(settings) do
+      local v = ((chat.config_choices or {})[agent] or {})[st.id]
+      if v ~= nil then
+        st.current = v
+      end
+    end
+  end
   if #settings == 0 then
     util.notify(string.format('agent for the next message: %s (it reports its options once a session runs)', agent))
     return cb and cb(agent)

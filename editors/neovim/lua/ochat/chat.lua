@@ -1014,6 +1014,25 @@ function Chat:send(text, opts, cb)
       self:send(text, opts, cb)
     end)
   end
+  local agents = require('ochat.agents')
+  if not self.conversation_id and self.agent and agents.choices(self, self.agent) then
+    -- Options were picked for this agent before the conversation existed: create it, set them (the daemon keeps
+    -- them for the conversation and sets them in the session it starts), then send, so the first prompt runs with
+    -- them.
+    local title = (text:match('[^\n]*') or ''):sub(1, 60)
+    return self.conn:request('ochat/conversations/create', { title = title }, function(err, res)
+      if err then
+        util.notify('send: ' .. util.err_text(err), vim.log.levels.ERROR)
+        return cb and cb(err)
+      end
+      self.conversation_id = res.conversation.id
+      self.title = util.nn(res.conversation.title) or title
+      self:update_title()
+      agents.apply_choices(self, self.agent, function()
+        self:send(text, opts, cb)
+      end)
+    end)
+  end
   opts = opts or {}
   if not opts.context and self.pending_context then
     opts.context, self.pending_context = self.pending_context, nil
