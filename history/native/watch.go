@@ -52,8 +52,20 @@ type WatchOptions struct {
 	// (default 25 ms): a burst of appends gives one event, and an event
 	// waits at most this long.
 	Debounce time.Duration
-	Logger   *slog.Logger
+	// Recheck is how often the watcher re-verifies its folder watches
+	// (default 5 s; negative: never): every watched folder must still be
+	// the folder that was watched (same device and inode), and store
+	// folders made since are watched. A folder deleted and made again
+	// between two inotify reads can otherwise leave a watch on the dead
+	// folder, and the events that would tell are not always delivered.
+	// Costs one stat per watched folder and one store resolve (a few
+	// stats, the Claude projects listing, the Codex date-folder globs).
+	Recheck time.Duration
+	Logger  *slog.Logger
 }
+
+// DefaultRecheck is the default WatchOptions.Recheck.
+const DefaultRecheck = 5 * time.Second
 
 // Watcher watches the native stores of one workspace with fsnotify (not
 // recursive: it adds watches for new date and project folders as they
@@ -67,7 +79,10 @@ type Watcher struct {
 
 	mu      sync.Mutex
 	follows map[string]*follow // by path (OpenCode: "<db>#<id>")
-	watched map[string]bool
+	// watched holds every folder with a watch, and what it was (stat before
+	// the watch was added) to tell a folder made again under the same path.
+	watched map[string]os.FileInfo
+	failing map[string]bool  // folders whose watch failed (reported once)
 	pending map[string]int64 // path → first SeenAt
 	codex   map[string]bool  // Codex rollout path → belongs to the workspace
 	err     error
@@ -87,13 +102,16 @@ func NewWatcher(ctx context.Context, opts WatchOptions) (*Watcher, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.Recheck == 0 {
+		opts.Recheck = DefaultRecheck
+	}
 	fw, err := fsnotify.NewWatcher()
 	if err != nil {
 		return nil, fmt.Errorf("start native store watcher: %w", err)
 	}
 	w := &Watcher{
 		opts: opts, ws: cleanAbs(opts.Workspace), fw: fw, events: make(chan WatchEvent, 256), done: make(chan struct{}),
-		follows: map[string]*follow{}, watched: map[string]bool{}, pending: map[string]int64{}, codex: map[string]bool{},
+		follows: map[string]*follow{}, watched: map[string]os.FileInfo{}, failing: map[string]bool{}, pending: map[string]int64{}, codex: map[string]bool{},
 	}
 	w.resolve()
 	go w.loop(ctx)
@@ -206,19 +224,44 @@ func (w *Watcher) watchDirs() []string {
 	return dirs
 }
 
-// resolve adds watches for every existing store dir (or the nearest
-// existing parent of a missing one, not above Home).
+// resolve adds watches for every existing store dir and the folder of
+// every followed file (or the nearest existing parent of a missing one,
+// not above Home). A watched folder that was replaced by another one under
+// the same path loses its dead watch first. It returns the folders it
+// watched anew.
 func (w *Watcher) resolve() (added []string) {
-	for _, d := range w.watchDirs() {
+	dirs := w.watchDirs()
+	w.mu.Lock()
+	for ref := range w.follows {
+		if !strings.Contains(ref, "#") {
+			dirs = append(dirs, filepath.Dir(ref))
+		}
+	}
+	w.mu.Unlock()
+	for _, d := range dirs {
 		for {
 			if fi, err := os.Stat(d); err == nil && fi.IsDir() {
 				w.mu.Lock()
-				had := w.watched[d]
+				old, had := w.watched[d]
 				w.mu.Unlock()
+				if had && old != nil && !os.SameFile(old, fi) {
+					w.unwatch(d)
+					w.emit(WatchEvent{Kind: WatchProblem, Path: d, Message: "watched store directory was replaced", SeenAt: time.Now().UnixMilli()})
+					had = false
+				}
 				if !had {
 					added = append(added, d)
 				}
-				if err := w.watchDir(d); err != nil {
+				err := w.watchDir(d)
+				w.mu.Lock()
+				report := err != nil && !w.failing[d]
+				if err != nil {
+					w.failing[d] = true
+				} else {
+					delete(w.failing, d)
+				}
+				w.mu.Unlock()
+				if report {
 					w.emit(WatchEvent{Kind: WatchProblem, Path: d, Message: err.Error(), SeenAt: time.Now().UnixMilli()})
 				}
 				break
@@ -235,35 +278,99 @@ func (w *Watcher) resolve() (added []string) {
 
 // rescan resolves the watched folders again until nothing new is added (a
 // subfolder made between a glob and its parent's watch has no event of its
-// own) and queues the files already in every newly watched folder.
-func (w *Watcher) rescan(now int64) {
+// own) and queues the files already in every newly watched folder (each
+// becomes a WatchChanged, or WatchUpdate for a followed one, when the
+// debounce timer fires). It reports whether it queued anything.
+func (w *Watcher) rescan(now int64) bool {
+	queued := false
 	for added := w.resolve(); len(added) > 0; added = w.resolve() {
 		for _, d := range added {
-			entries, _ := os.ReadDir(d)
-			w.mu.Lock()
-			for _, e := range entries {
-				if p := filepath.Join(d, e.Name()); !e.IsDir() {
-					if _, ok := w.pending[p]; !ok {
-						w.pending[p] = now
-					}
-				}
+			if w.queueDir(d, now) {
+				queued = true
 			}
-			w.mu.Unlock()
 		}
 	}
+	return queued
 }
 
+// queueDir queues every file in d; it reports whether there was any.
+func (w *Watcher) queueDir(d string, now int64) bool {
+	entries, _ := os.ReadDir(d)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	queued := false
+	for _, e := range entries {
+		if p := filepath.Join(d, e.Name()); !e.IsDir() {
+			if _, ok := w.pending[p]; !ok {
+				w.pending[p] = now
+			}
+			queued = true
+		}
+	}
+	return queued
+}
+
+// reverify drops the watch of every watched folder that is gone or is no
+// longer the folder that was watched (another device and inode; a folder
+// made again at once often gets the freed inode number back, which this
+// cannot see: the events handled in loop can), with a WatchProblem for
+// each, and reports whether it dropped any.
+func (w *Watcher) reverify(now int64) bool {
+	w.mu.Lock()
+	var dead []string
+	for d, old := range w.watched {
+		if fi, err := os.Stat(d); err != nil || !fi.IsDir() || (old != nil && !os.SameFile(old, fi)) {
+			dead = append(dead, d)
+		}
+	}
+	w.mu.Unlock()
+	for _, d := range dead {
+		w.unwatch(d)
+		w.emit(WatchEvent{Kind: WatchProblem, Path: d, Message: "watched store directory removed", SeenAt: now})
+	}
+	return len(dead) > 0
+}
+
+// watchedBelow returns the watched folders that are p or below p.
+func (w *Watcher) watchedBelow(p string) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var ds []string
+	for d := range w.watched {
+		if d == p || strings.HasPrefix(d, p+string(filepath.Separator)) {
+			ds = append(ds, d)
+		}
+	}
+	return ds
+}
+
+// watchDir adds a watch for d unless it has one. The folder's identity is
+// taken before the watch is added: if d is replaced in between, the next
+// check sees a stale identity and watches it again (never the reverse).
 func (w *Watcher) watchDir(d string) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.watched[d] {
+	if _, ok := w.watched[d]; ok {
 		return nil
 	}
+	fi, _ := os.Stat(d)
 	if err := w.fw.Add(d); err != nil {
 		return fmt.Errorf("watch %s: %w", d, err)
 	}
-	w.watched[d] = true
+	w.watched[d] = fi
 	return nil
+}
+
+// unwatch forgets d and drops fsnotify's record of its watch now: if the
+// folder is made again before fsnotify reads the old watch's
+// IN_DELETE_SELF, that late event would otherwise remove the new watch
+// (same path) and its events would be lost. The error of a watch the
+// kernel already removed is of no interest.
+func (w *Watcher) unwatch(d string) {
+	w.mu.Lock()
+	delete(w.watched, d)
+	w.mu.Unlock()
+	_ = w.fw.Remove(d)
 }
 
 func (w *Watcher) emit(ev WatchEvent) {
@@ -279,12 +386,32 @@ func (w *Watcher) loop(ctx context.Context) {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	armed := false
+	arm := func() {
+		if !armed {
+			timer.Reset(w.opts.Debounce)
+			armed = true
+		}
+	}
+	var recheck <-chan time.Time
+	if w.opts.Recheck > 0 {
+		t := time.NewTicker(w.opts.Recheck)
+		defer t.Stop()
+		recheck = t.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-w.done:
 			return
+		case <-recheck:
+			// The backstop for a folder replaced without an event that
+			// tells (see WatchOptions.Recheck).
+			now := time.Now().UnixMilli()
+			dropped := w.reverify(now)
+			if w.rescan(now) || dropped {
+				arm()
+			}
 		case err, ok := <-w.fw.Errors:
 			if !ok {
 				return
@@ -311,11 +438,9 @@ func (w *Watcher) loop(ctx context.Context) {
 					}
 					w.mu.Unlock()
 				}
+				w.reverify(now)
 				w.rescan(now)
-				if !armed {
-					timer.Reset(w.opts.Debounce)
-					armed = true
-				}
+				arm()
 			}
 		case ev, ok := <-w.fw.Events:
 			if !ok {
@@ -324,30 +449,41 @@ func (w *Watcher) loop(ctx context.Context) {
 			now := time.Now().UnixMilli()
 			if ev.Has(fsnotify.Create) {
 				if fi, err := os.Stat(ev.Name); err == nil && fi.IsDir() {
-					// a new project or date folder: watch it, and pick up
-					// files written into it before the watch existed
+					// A new project or date folder: watch it, and pick up
+					// files written into it before the watch existed. A
+					// watch held for this path or below it is on a folder
+					// that was deleted (its deletion may never have been
+					// reported: fsnotify drops a watched folder's
+					// IN_DELETE_SELF when its parent path is watched, and
+					// the parent may already be a new folder by then), so
+					// it goes first. The event may also be a late one for
+					// a folder already watched again: it is then watched
+					// once more, and its files are reported again.
+					for _, d := range w.watchedBelow(ev.Name) {
+						w.unwatch(d)
+					}
 					w.rescan(now)
 				}
 			}
 			if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
-				w.mu.Lock()
-				if w.watched[ev.Name] {
-					delete(w.watched, ev.Name)
-					w.mu.Unlock()
-					// drop fsnotify's record of the old folder now: if the
-					// folder is made again before fsnotify reads the old
-					// watch's IN_DELETE_SELF, that late event would remove
-					// the new watch (same path) and its events would be lost
-					_ = w.fw.Remove(ev.Name)
-					w.emit(WatchEvent{Kind: WatchProblem, Path: ev.Name, Message: "watched store directory removed", SeenAt: now})
-					w.rescan(now) // it may already be back, with files in it
-					if !armed {
-						timer.Reset(w.opts.Debounce)
-						armed = true
+				if gone := w.watchedBelow(ev.Name); len(gone) > 0 {
+					// A watched folder, or a parent of one, was deleted or
+					// moved: every watch at or below it is on a folder that
+					// is gone from that path. They are dropped, even when
+					// the event is a late one and the path is a new folder
+					// watched again (a deleted folder's inode number is
+					// often given to the next new one, so that cannot be
+					// told apart), and the stores are resolved again: they
+					// may already be back, with files in them, which are
+					// reported.
+					for _, d := range gone {
+						w.unwatch(d)
+						w.emit(WatchEvent{Kind: WatchProblem, Path: d, Message: "watched store directory removed", SeenAt: now})
 					}
+					w.rescan(now)
+					arm()
 					continue
 				}
-				w.mu.Unlock()
 			}
 			key := ev.Name
 			if strings.HasSuffix(key, ".db-wal") || strings.HasSuffix(key, ".db") {
@@ -358,10 +494,7 @@ func (w *Watcher) loop(ctx context.Context) {
 				w.pending[key] = now
 			}
 			w.mu.Unlock()
-			if !armed {
-				timer.Reset(w.opts.Debounce)
-				armed = true
-			}
+			arm()
 		case <-timer.C:
 			armed = false
 			w.mu.Lock()
