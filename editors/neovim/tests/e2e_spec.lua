@@ -579,6 +579,45 @@ describe('e2e with ochatd and the test agent', function()
     chat.config_choices = nil
   end)
 
+  it('trusts workspace agents from :OChatAgent with ochatd trust', function()
+    vim.fn.mkdir(ws .. '/.ochat', 'p')
+    local settings = ws .. '/.ochat/settings.json'
+    H.write(settings, vim.json.encode({ agent_servers = { wsagent = { command = bin .. '/testagent' } } }))
+    local menus = {}
+    local restore = stub_select(function(items, opts)
+      table.insert(menus, vim.tbl_map(opts.format_item, items))
+      if #menus == 1 then
+        return items[#items]
+      end
+      return items[1]
+    end)
+    local done
+    require('ochat.agents').pick(chat, nil, function()
+      done = true
+    end)
+    wait_for(function()
+      return done
+    end, 10000, 'trust')
+    restore()
+    vim.cmd('tabclose')
+    local listed = table.concat(menus[1], '\n')
+    assert(listed:find('wsagent  (unavailable: workspace settings ' .. settings .. ' are not trusted', 1, true), listed)
+    assert(listed:find('; to fix: review ' .. settings .. ', then run: ochatd trust --workspace ' .. ws .. ')', 1, true), listed)
+    eq('  Trust workspace agents (review .ochat/settings.json first)', menus[1][#menus[1]])
+    local list
+    require('ochat.agents').fetch(chat, function(l)
+      list = l
+    end)
+    wait_for(function()
+      return list
+    end, 5000, 'agents again')
+    local wsagent = vim.tbl_filter(function(a)
+      return a.name == 'wsagent'
+    end, list)[1]
+    eq(true, wsagent.available, vim.inspect(wsagent))
+    eq(nil, require('ochat.util').nn(wsagent.untrusted))
+  end)
+
   it(':checkhealth ochat finds the daemon, its version and the agents', function()
     vim.cmd('edit ' .. ws .. '/out.txt')
     vim.cmd('checkhealth ochat')

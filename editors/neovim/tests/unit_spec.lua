@@ -799,7 +799,7 @@ describe('agents', function()
     end, 1000, 'pick')
     vim.ui.select = orig
     eq('claude', chat.agent)
-    assert(shown[1][2]:find('unavailable: not on PATH; install: npm i -g x', 1, true), shown[1][2])
+    assert(shown[1][2]:find('unavailable: not on PATH; to fix: npm i -g x', 1, true), shown[1][2])
     eq({ 'Model: Alpha' }, shown[2])
     eq({ 'Alpha  (current)', 'Beta' }, shown[3])
     eq({ conversationId = 'C1', agent = 'claude', configId = 'model', value = 'b' }, H.requests(conn, 'ochat/agent/setConfig')[1])
@@ -984,5 +984,97 @@ describe('edit and retry', function()
     end, 1000, 'resubscribed')
     eq('# t\n\n## You\nchanged elsewhere\n', chat:text())
     eq({ conversationId = 'C1' }, H.requests(conn, 'ochat/subscribe')[1])
+  end)
+end)
+
+describe('workspace trust', function()
+  -- A fake daemon listing one untrusted workspace agent; `cmd` is a shell script that records its arguments.
+  local function untrusted_chat()
+    local rec = vim.fn.tempname()
+    local chat, conn, root = H.fake_chat({ cmd = { 'sh', '-c', 'echo "$@" > "$0"; echo Trusted: these commands may now run', rec } })
+    local settings = root .. '/.ochat/settings.json'
+    vim.fn.mkdir(root .. '/.ochat', 'p')
+    H.write(settings, '{"agent_servers": {"mine": {"command": "my-agent"}}}\n')
+    local trusted = false
+    conn.handlers['ochat/agents/list'] = function()
+      if trusted then
+        return { agents = { { name = 'mine', command = 'my-agent', source = 'workspace', available = true } } }
+      end
+      return {
+        agents = {
+          {
+            name = 'mine',
+            command = '',
+            source = 'workspace',
+            available = false,
+            untrusted = true,
+            reason = 'workspace settings ' .. settings .. ' are not trusted: run `ochatd trust` (or review the file first)',
+            install = 'review ' .. settings .. ', then run: ochatd trust --workspace ' .. root,
+          },
+        },
+      }
+    end
+    return chat, conn, root, settings, rec, function()
+      trusted = true
+    end
+  end
+
+  local function pick_with(chat, answers)
+    local shown = {}
+    local orig = vim.ui.select
+    vim.ui.select = function(items, opts, cb)
+      table.insert(shown, { prompt = opts.prompt, items = vim.tbl_map(opts.format_item, items) })
+      cb(answers[#shown](items))
+    end
+    local done
+    require('ochat.agents').pick(chat, nil, function()
+      done = true
+    end)
+    wait_for(function()
+      return done
+    end, 5000, 'pick')
+    vim.ui.select = orig
+    return shown
+  end
+
+  it('labels what to fix and trusts the workspace after showing the file and a yes', function()
+    local chat, conn, root, settings, rec, trust = untrusted_chat()
+    local shown = pick_with(chat, {
+      function(items)
+        return items[#items]
+      end,
+      function(items)
+        trust()
+        return items[1]
+      end,
+    })
+    local first = shown[1].items
+    assert(first[1]:find('; to fix: review ' .. settings .. ', then run: ochatd trust --workspace ' .. root, 1, true), first[1])
+    eq('  Trust workspace agents (review .ochat/settings.json first)', first[2])
+    eq('Let the agents of ' .. settings .. ' run as you in ' .. root .. '?', shown[2].prompt)
+    eq({ 'Yes: trust ' .. settings .. ' as it is now', 'No' }, shown[2].items)
+    eq(settings, vim.api.nvim_buf_get_name(0), 'the settings file is shown')
+    eq(true, vim.bo.readonly)
+    eq('trust --workspace ' .. root .. '\n', H.read(rec))
+    assert(H.notes[#H.notes]:find('Trusted: these commands may now run', 1, true), vim.inspect(H.notes))
+    wait_for(function()
+      return #H.requests(conn, 'ochat/agents/list') == 2
+    end, 1000, 'listed again')
+    wait_for(function()
+      return require('ochat.agents').cache[chat.root][1].available == true
+    end, 1000, 'available now')
+  end)
+
+  it('runs nothing when the user says no', function()
+    local chat, _, _, _, rec = untrusted_chat()
+    pick_with(chat, {
+      function(items)
+        return items[#items]
+      end,
+      function(items)
+        return items[2]
+      end,
+    })
+    eq(nil, H.read(rec))
   end)
 end)

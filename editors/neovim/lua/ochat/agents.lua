@@ -1,7 +1,7 @@
 -- ochat.agents: :OChatAgent.
 --
--- Owns: picking the agent for the next message (ochat/agents/list, unavailable agents shown with the reason and how
--- to install) and the agent's config options (ACP SessionConfigOption: mode, model, effort, … and ACP modes, as
+-- Owns: picking the agent for the next message (ochat/agents/list, unavailable agents shown with the reason and what
+-- to fix; untrusted workspace agents with a "Trust workspace agents" action running `ochatd trust`) and the agent's config options (ACP SessionConfigOption: mode, model, effort, … and ACP modes, as
 -- reported in ochat/agentState) through vim.ui.select.
 -- Never: invents options or values the agent did not report.
 local util = require('ochat.util')
@@ -28,7 +28,7 @@ end
 function M.format(a)
   local s = a.name
   if util.nn(a.available) == false then
-    s = s .. '  (unavailable: ' .. (util.nn(a.reason) or '?') .. (util.nn(a.install) and ('; install: ' .. a.install) or '') .. ')'
+    s = s .. '  (unavailable: ' .. (util.nn(a.reason) or '?') .. (util.nn(a.install) and ('; to fix: ' .. a.install) or '') .. ')'
   elseif util.nn(a.command) then
     s = s .. '  (' .. a.command .. ')'
   end
@@ -195,6 +195,65 @@ local function pick_settings(chat, agent, cb)
   end)
 end
 
+--- Where an untrusted entry says its settings are, and for which workspace: from its `install` ("review <path>, then
+--- run: ochatd trust --workspace <dir>"), else the workspace's .ochat/settings.json. Returns settings path, workspace.
+function M.trust_target(chat, a)
+  local install = util.nn(a and a.install) or ''
+  local path = install:match('^review (.-), then run:')
+  local dir = install:match('%-%-workspace (.+)$')
+  dir = dir and vim.trim(dir) or chat.root
+  return path or (dir .. '/.ochat/settings.json'), dir
+end
+
+--- The "Trust workspace agents" action: opens the workspace settings file (read-only, in a new tab) for review,
+--- asks (vim.ui.select yes/no) and, on yes, runs `ochatd trust --workspace <dir>` (the `cmd` of setup{} with its
+--- `env`). `cb(ok, output)` after the command ended (ok false when declined or when it failed).
+function M.trust(chat, a, cb)
+  local path, dir = M.trust_target(chat, a)
+  vim.cmd('tab sview ' .. vim.fn.fnameescape(path))
+  local choices = { { yes = true, label = 'Yes: trust ' .. path .. ' as it is now' }, { yes = false, label = 'No' } }
+  vim.ui.select(choices, {
+    prompt = 'Let the agents of ' .. path .. ' run as you in ' .. dir .. '?',
+    format_item = function(c)
+      return c.label
+    end,
+    kind = 'ochat.trust',
+  }, function(c)
+    if not (c and c.yes) then
+      return cb and cb(false)
+    end
+    local conf = require('ochat').config
+    local argv = type(conf.cmd) == 'string' and { conf.cmd } or vim.deepcopy(conf.cmd)
+    vim.list_extend(argv, { 'trust', '--workspace', dir })
+    local out = {}
+    local function collect(_, data)
+      for _, l in ipairs(data or {}) do
+        if l ~= '' then
+          table.insert(out, l)
+        end
+      end
+    end
+    local ok, job = pcall(vim.fn.jobstart, argv, {
+      env = conf.env,
+      stdout_buffered = true,
+      stderr_buffered = true,
+      on_stdout = collect,
+      on_stderr = collect,
+      on_exit = function(_, code)
+        local text = table.concat(out, '\n')
+        util.notify(text ~= '' and text or ('ochatd trust exited with status ' .. code), code == 0 and vim.log.levels.INFO or vim.log.levels.ERROR)
+        if cb then
+          cb(code == 0, text)
+        end
+      end,
+    })
+    if not ok or job <= 0 then
+      util.notify('cannot run ' .. table.concat(argv, ' ') .. ': ' .. tostring(job), vim.log.levels.ERROR)
+      return cb and cb(false)
+    end
+  end)
+end
+
 --- :OChatAgent [name]: picks the agent for the next message, then its options.
 function M.pick(chat, name, cb)
   if name and name ~= '' then
@@ -206,15 +265,38 @@ function M.pick(chat, name, cb)
     if #list == 0 then
       return cb and cb(nil)
     end
-    vim.ui.select(list, {
+    local items = vim.list_slice(list)
+    local untrusted
+    for _, a in ipairs(list) do
+      if util.nn(a.untrusted) == true then
+        untrusted = untrusted or a
+      end
+    end
+    if untrusted then
+      table.insert(items, { trust = untrusted })
+    end
+    vim.ui.select(items, {
       prompt = 'agent for the next message',
       format_item = function(a)
+        if a.trust then
+          return '  Trust workspace agents (review ' .. util.relpath((M.trust_target(chat, a.trust)), chat.root) .. ' first)'
+        end
         return (a.name == chat.agent and '* ' or '  ') .. M.format(a)
       end,
       kind = 'ochat.agent',
     }, function(a)
       if not a then
         return cb and cb(nil)
+      end
+      if a.trust then
+        return M.trust(chat, a.trust, function(ok)
+          if ok then
+            M.fetch(chat) -- the daemon reads trust afresh: the list now has them available
+          end
+          if cb then
+            cb(nil)
+          end
+        end)
       end
       chat.agent = a.name
       chat:update_title()
