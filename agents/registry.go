@@ -1,6 +1,7 @@
 package agents
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/tailscale/hujson"
 )
 
 // Spec says how to start one agent (Zed agent_servers shape + our
@@ -165,6 +168,7 @@ type builtin struct {
 	npxArgs []string
 	install string
 	fs      *bool
+	login   string // what the agent needs besides the command ("a Claude login")
 }
 
 var falseVal = false
@@ -173,13 +177,13 @@ var falseVal = false
 // the ones tested offline (research/real-agents, 2026-11-30).
 var builtins = []builtin{
 	{name: "claude", command: "claude-agent-acp", npmPkg: "@zed-industries/claude-agent-acp@0.23.1",
-		install: "npm i -g @zed-industries/claude-agent-acp@0.23.1"},
+		install: "npm i -g @zed-industries/claude-agent-acp@0.23.1", login: "a Claude login"},
 	{name: "codex", command: "codex-acp", npmPkg: "@zed-industries/codex-acp@0.16.0",
-		install: "npm i -g @zed-industries/codex-acp@0.16.0"},
+		install: "npm i -g @zed-industries/codex-acp@0.16.0", login: "a Codex login"},
 	{name: "gemini", command: "gemini", args: []string{"--acp"}, npmPkg: "@google/gemini-cli@0.61.0", npxArgs: []string{"--acp"},
-		install: "npm i -g @google/gemini-cli", fs: &falseVal},
+		install: "npm i -g @google/gemini-cli", fs: &falseVal, login: "a Gemini login"},
 	{name: "opencode", command: "opencode", args: []string{"acp"}, npmPkg: "opencode-ai@1.18.33", npxArgs: []string{"acp"},
-		install: "npm i -g opencode-ai"},
+		install: "npm i -g opencode-ai", login: "a provider configured in opencode"},
 }
 
 // Registry is the merged set of agents a workspace can use.
@@ -191,6 +195,33 @@ type Registry struct {
 	wsSettings string     // the workspace settings file, "" if none
 	wsState    TrustState // its trust
 	wsErr      error      // why its trust could not be decided
+
+	problems []Problem // settings files or entries left out
+}
+
+// Problem is a settings file, or one entry of it, that could not be used:
+// its agents are left out and everything else (built-ins, the other file)
+// keeps working. Protocol: ochat/agents/list "problems".
+type Problem struct {
+	Source string `json:"source"` // "user" | "workspace"
+	Path   string `json:"path"`   // the settings file
+	// Agent names the agent_servers entry at fault; "" when the whole file
+	// is unusable (unreadable, or not JSON with comments).
+	Agent string `json:"agent,omitempty"`
+	// Message says what is wrong, with "line L, column C" for malformed
+	// JSON.
+	Message string `json:"message"`
+	// Untrusted marks a problem in a workspace file that is not trusted
+	// either; it never ran.
+	Untrusted bool `json:"untrusted,omitempty"`
+}
+
+// String renders the problem on one line: "PATH: [agent_servers.NAME: ]MESSAGE".
+func (p Problem) String() string {
+	if p.Agent != "" {
+		return fmt.Sprintf("%s: agent_servers.%s: %s", p.Path, p.Agent, p.Message)
+	}
+	return p.Path + ": " + p.Message
 }
 
 // RegistryOptions configure NewRegistry.
@@ -228,9 +259,12 @@ type settingsEntry struct {
 // It merges built-ins (claude, codex, gemini, opencode),
 // $userConfigDir/ochat/settings.json and <workspace>/.ochat/settings.json
 // ({"agent_servers":{"NAME":{"command","args","env"}}}), workspace winning.
-// userConfigDir is normally os.UserConfigDir() ($XDG_CONFIG_HOME). A broken
-// settings file is an error naming the file. A missing file is fine; either
-// argument may be "" to skip that layer.
+// userConfigDir is normally os.UserConfigDir() ($XDG_CONFIG_HOME). Settings
+// files are JSON with comments and trailing commas, as Zed writes them. A
+// broken settings file (or entry) never fails the registry: it is left out
+// and listed by Problems, with line and column. A missing file is fine;
+// either argument may be "" to skip that layer. The error is always nil
+// today; it stays for callers.
 //
 // An entry for a built-in name without "command" keeps the built-in command
 // and adds its env (and fsCapabilities); with "command" it replaces it.
@@ -246,7 +280,8 @@ func LoadRegistry(userConfigDir, workspace string) (*Registry, error) {
 // Reason naming the file and `ochatd trust`; an entry overriding a built-in
 // or user agent holds that agent back too (its command and env are left as
 // the lower layers say, and it cannot start). Entries of an untrusted file
-// contribute no env. A broken settings file is an error, trusted or not.
+// contribute no env. A broken settings file, trusted or not, is a Problem,
+// never an error.
 func NewRegistry(o RegistryOptions) (*Registry, error) {
 	return buildRegistry(o, false)
 }
@@ -279,17 +314,20 @@ func buildRegistry(o RegistryOptions, trustAll bool) (*Registry, error) {
 		layers = append(layers, struct{ path, source string }{WorkspaceSettingsPath(workspace), "workspace"})
 	}
 	for _, l := range layers {
-		entries, raw, err := readSettings(l.path)
+		raw, err := readSettingsFile(l.path)
 		if err != nil {
-			return nil, err
+			r.problems = append(r.problems, Problem{Source: l.source, Path: l.path, Message: err.Error()})
+			continue
 		}
-		if entries == nil {
+		if raw == nil {
 			continue
 		}
 		trusted := true
 		if l.source == "workspace" {
 			r.wsSettings, r.wsState = l.path, TrustOK
 			if !trustAll {
+				// Trust needs only the raw bytes' hash: the file is not
+				// parsed for use before it is trusted.
 				if o.Trust == nil {
 					r.wsState = TrustNone
 				} else {
@@ -297,6 +335,11 @@ func buildRegistry(o RegistryOptions, trustAll bool) (*Registry, error) {
 				}
 				trusted = r.wsState == TrustOK
 			}
+		}
+		entries, err := parseSettings(raw)
+		if err != nil {
+			r.problems = append(r.problems, Problem{Source: l.source, Path: l.path, Message: err.Error(), Untrusted: !trusted})
+			continue
 		}
 		if trusted {
 			r.files = append(r.files, l.path)
@@ -308,15 +351,19 @@ func buildRegistry(o RegistryOptions, trustAll bool) (*Registry, error) {
 		sort.Strings(names)
 		for _, name := range names {
 			e := entries[name]
-			if name == "" {
-				return nil, fmt.Errorf("agent settings %s: agent_servers has an entry with an empty name", l.path)
-			}
 			s, ok := specs[name]
-			if !ok && (e.Command == nil || *e.Command == "") {
-				return nil, fmt.Errorf("agent settings %s: agent_servers.%s needs a \"command\"", l.path, name)
+			var msg string
+			switch {
+			case name == "":
+				msg = "an entry has an empty name"
+			case e.Command != nil && *e.Command == "" && ok:
+				msg = `empty "command" (leave "command" out to keep the built-in one)`
+			case !ok && (e.Command == nil || *e.Command == ""):
+				msg = `needs a "command"`
 			}
-			if e.Command != nil && *e.Command == "" {
-				return nil, fmt.Errorf("agent settings %s: agent_servers.%s has an empty \"command\"", l.path, name)
+			if msg != "" {
+				r.problems = append(r.problems, Problem{Source: l.source, Path: l.path, Agent: name, Message: msg, Untrusted: !trusted})
+				continue
 			}
 			if !trusted {
 				// Listed so the user sees it, never started, no env.
@@ -368,6 +415,10 @@ func buildRegistry(o RegistryOptions, trustAll bool) (*Registry, error) {
 	return r, nil
 }
 
+// Problems lists the settings files and entries that were left out, in
+// the order read (user, then workspace); nil when there are none.
+func (r *Registry) Problems() []Problem { return slices.Clone(r.problems) }
+
 // WorkspaceTrust reports the workspace settings file ("" when the workspace
 // has none) and whether it is trusted; err says why trust could not be
 // decided (an unreadable or unsafe trust file).
@@ -375,32 +426,65 @@ func (r *Registry) WorkspaceTrust() (settings string, state TrustState, err erro
 	return r.wsSettings, r.wsState, r.wsErr
 }
 
-// readSettings reads the agent_servers of one settings file and its raw
-// content (what trust hashes); nil, nil, nil when the file does not exist.
-func readSettings(path string) (map[string]settingsEntry, []byte, error) {
+// readSettingsFile reads one settings file's raw content (what trust
+// hashes); nil, nil when the file does not exist.
+func readSettingsFile(path string) ([]byte, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil, nil
+		return nil, nil
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("agent settings %s: %w", path, err)
+		return nil, fmt.Errorf("read: %w", err)
 	}
-	entries, err := parseSettings(b)
-	if err != nil {
-		return nil, nil, fmt.Errorf("agent settings %s: %w", path, err)
-	}
-	return entries, b, nil
+	return b, nil
 }
 
+// settingsShape is appended to parse errors.
+const settingsShape = ` (expected {"agent_servers": {"NAME": {"command": "...", "args": [], "env": {}}}})`
+
+// parseSettings decodes a settings file as Zed writes it: JSON with // and
+// /* */ comments and trailing commas (HuJSON). Errors say "line L, column
+// C".
 func parseSettings(b []byte) (map[string]settingsEntry, error) {
+	std, err := hujson.Standardize(b) // comments and trailing commas become spaces: offsets kept
+	if err != nil && !bytes.HasSuffix(b, []byte("\n")) {
+		// hujson wants a newline after a final line comment.
+		if s, err2 := hujson.Standardize(append(slices.Clip(b), '\n')); err2 == nil {
+			std, err = s, nil
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s%s", strings.TrimPrefix(err.Error(), "hujson: "), settingsShape)
+	}
 	var f settingsFile
-	if err := json.Unmarshal(b, &f); err != nil {
-		return nil, fmt.Errorf("%w (expected {\"agent_servers\": {\"NAME\": {\"command\": \"...\", \"args\": [], \"env\": {}}}})", err)
+	if err := json.Unmarshal(std, &f); err != nil {
+		var off int64 = -1
+		var se *json.SyntaxError
+		var te *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &se):
+			off = se.Offset
+		case errors.As(err, &te):
+			off = te.Offset
+		}
+		if off >= 0 && off <= int64(len(std)) {
+			line, col := lineColumn(std, int(off))
+			return nil, fmt.Errorf("line %d, column %d: %w%s", line, col, err, settingsShape)
+		}
+		return nil, fmt.Errorf("%w%s", err, settingsShape)
 	}
 	if f.AgentServers == nil {
 		return map[string]settingsEntry{}, nil
 	}
 	return f.AgentServers, nil
+}
+
+// lineColumn converts byte offset n of b to a 1-based line and column
+// (column in bytes).
+func lineColumn(b []byte, n int) (line, col int) {
+	line = 1 + bytes.Count(b[:n], []byte("\n"))
+	col = 1 + n - (bytes.LastIndexByte(b[:n], '\n') + 1)
+	return line, col
 }
 
 // SettingsAgents lists the agent_servers entries of one settings file's
@@ -448,7 +532,10 @@ func (r *Registry) status(spec Spec) Status {
 			st.Command = "npx"
 			st.Args = append([]string{"-y", b.npmPkg}, b.npxArgs...)
 			st.Available = true
-			st.Note = fmt.Sprintf("%s is not on PATH; it runs through npx, which downloads %s on first use", b.command, b.npmPkg)
+			st.Note = fmt.Sprintf("via npx: first start downloads %s", b.npmPkg)
+			if b.login != "" {
+				st.Note += "; needs " + b.login
+			}
 			return st
 		}
 		st.Reason = fmt.Sprintf("%s is not on PATH and npx (Node.js) is not installed", b.command)
@@ -496,8 +583,14 @@ func (r *Registry) Lookup(name string) (Spec, error) {
 		}
 		names = append(names, st.Name)
 	}
-	return Spec{}, fmt.Errorf("unknown agent %q (known: %s); add it under \"agent_servers\" in .ochat/settings.json or $XDG_CONFIG_HOME/ochat/settings.json",
+	msg := fmt.Sprintf("unknown agent %q (known: %s); add it under \"agent_servers\" in .ochat/settings.json or $XDG_CONFIG_HOME/ochat/settings.json",
 		name, strings.Join(names, ", "))
+	for _, p := range r.problems {
+		if p.Agent == "" || p.Agent == name {
+			msg += "; settings problem: " + p.String()
+		}
+	}
+	return Spec{}, errors.New(msg)
 }
 
 // Default returns the first available agent name in List order, "" if none.

@@ -162,34 +162,145 @@ func TestRegistryMerge(t *testing.T) {
 
 func TestRegistryBrokenSettings(t *testing.T) {
 	tests := []struct {
-		body string
-		want string
+		body  string
+		agent string // the entry at fault, "" for the whole file
+		want  string
 	}{
-		{`{"agent_servers": {`, "unexpected end of JSON"},
-		{`{"agent_servers": {"x": {"args": []}}}`, `agent_servers.x needs a "command"`},
-		{`{"agent_servers": {"x": {"command": ""}}}`, `needs a "command"`},
-		{`{"agent_servers": {"claude": {"command": ""}}}`, `empty "command"`},
-		{`{"agent_servers": []}`, "cannot unmarshal"},
+		{`{"agent_servers": {`, "", "line 1, column 20"},
+		{"{\n  bad json", "", "line 2, column 3"},
+		{`{"agent_servers": {"x": {"args": []}}}`, "x", `needs a "command"`},
+		{`{"agent_servers": {"x": {"command": ""}}}`, "x", `needs a "command"`},
+		{`{"agent_servers": {"claude": {"command": ""}}}`, "claude", `empty "command"`},
+		{"{\n\"agent_servers\": []}", "", "line 2, column"},
 	}
 	for _, tt := range tests {
+		user := t.TempDir()
+		writeSettings(t, filepath.Join(user, "ochat", "settings.json"), `{"agent_servers": {"mine": {"command": "mine-acp"}}}`)
 		ws := t.TempDir()
 		p := filepath.Join(ws, ".ochat", "settings.json")
 		writeSettings(t, p, tt.body)
-		_, err := loadRegistry("", ws, fakePath())
-		if err == nil || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("%s: err = %v, want the file name and %q", tt.body, err, tt.want)
+		r, err := loadRegistry(user, ws, fakePath("claude-agent-acp", "mine-acp"))
+		if err != nil {
+			t.Fatalf("%s: registry failed as a whole: %v", tt.body, err)
+		}
+		probs := r.Problems()
+		if len(probs) != 1 || probs[0].Path != p || probs[0].Source != "workspace" || probs[0].Agent != tt.agent || !strings.Contains(probs[0].Message, tt.want) {
+			t.Errorf("%s: problems = %+v, want one for %s entry %q with %q", tt.body, probs, p, tt.agent, tt.want)
+		}
+		// Built-ins and the user's own agents keep working.
+		if _, err := r.Lookup("claude"); err != nil {
+			t.Errorf("%s: claude: %v", tt.body, err)
+		}
+		if _, err := r.Lookup("mine"); err != nil {
+			t.Errorf("%s: user agent: %v", tt.body, err)
 		}
 	}
-	// A missing file is fine; an unreadable one is an error.
-	if _, err := loadRegistry(t.TempDir(), t.TempDir(), fakePath()); err != nil {
-		t.Errorf("missing files: %v", err)
+	// A typo in the user file leaves the built-ins and the workspace's agents.
+	user, ws := t.TempDir(), t.TempDir()
+	writeSettings(t, filepath.Join(user, "ochat", "settings.json"), `{"agent_servers": {"pi": {"command": "pi-acp"`)
+	writeSettings(t, filepath.Join(ws, ".ochat", "settings.json"), `{"agent_servers": {"mine": {"command": "mine-acp"}}}`)
+	r, err := loadRegistry(user, ws, fakePath("claude-agent-acp", "mine-acp", "pi-acp"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	ws := t.TempDir()
+	if _, err := r.Lookup("mine"); err != nil {
+		t.Errorf("workspace agent after a broken user file: %v", err)
+	}
+	if _, err := r.Lookup("pi"); err == nil || !strings.Contains(err.Error(), "settings problem") {
+		t.Errorf("agent of the broken file: err = %v, want one naming the settings problem", err)
+	}
+	// A missing file is fine; an unreadable one is a problem.
+	if r, _ := loadRegistry(t.TempDir(), t.TempDir(), fakePath()); len(r.Problems()) != 0 {
+		t.Errorf("missing files: %v", r.Problems())
+	}
+	ws = t.TempDir()
 	if err := os.MkdirAll(filepath.Join(ws, ".ochat", "settings.json"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := loadRegistry("", ws, fakePath()); err == nil {
-		t.Error("a directory as settings file was accepted")
+	if r, err := loadRegistry("", ws, fakePath()); err != nil || len(r.Problems()) != 1 {
+		t.Errorf("a directory as settings file: err %v, problems %v", err, r.Problems())
+	}
+}
+
+func TestRegistryUntrustedBrokenSettings(t *testing.T) {
+	ws := t.TempDir()
+	writeSettings(t, filepath.Join(ws, ".ochat", "settings.json"), `{bad json`)
+	r, err := NewRegistry(RegistryOptions{Workspace: ws, Trust: NewTrustStore(filepath.Join(t.TempDir(), "trust.json")), LookPath: fakePath("claude-agent-acp")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Lookup("claude"); err != nil {
+		t.Errorf("built-in held back by a broken untrusted file: %v", err)
+	}
+	p := r.Problems()
+	if len(p) != 1 || !p[0].Untrusted || !strings.Contains(p[0].Message, "line 1, column 2") {
+		t.Errorf("problems = %+v", p)
+	}
+	if _, st, _ := r.WorkspaceTrust(); st == TrustOK {
+		t.Error("broken untrusted file reported trusted")
+	}
+}
+
+func TestSettingsJSONC(t *testing.T) {
+	ws := t.TempDir()
+	writeSettings(t, filepath.Join(ws, ".ochat", "settings.json"), `// Zed-style settings
+{
+  /* agents */
+  "agent_servers": {
+    "mine": {
+      "command": "mine-acp", // trailing comma next
+      "args": ["acp",],
+    },
+  },
+}
+`)
+	r, err := loadRegistry("", ws, fakePath("mine-acp"))
+	if err != nil || len(r.Problems()) != 0 {
+		t.Fatalf("err %v problems %v", err, r.Problems())
+	}
+	s, err := r.Lookup("mine")
+	if err != nil || strings.Join(s.Args, " ") != "acp" {
+		t.Errorf("mine = %+v, %v", s, err)
+	}
+	specs, err := SettingsAgents([]byte("{\"agent_servers\":{\"a\":{\"command\":\"x\",},},} // c"))
+	if err != nil || len(specs) != 1 || specs[0].Command != "x" {
+		t.Errorf("SettingsAgents = %+v, %v", specs, err)
+	}
+	// Type errors after a comment still point at the right line.
+	_, err = parseSettings([]byte("/* one\ntwo */\n{\"agent_servers\": {\"a\": {\"command\": 3}}}"))
+	if err == nil || !strings.Contains(err.Error(), "line 3, column") {
+		t.Errorf("type error = %v", err)
+	}
+}
+
+func TestNpxNote(t *testing.T) {
+	r, err := loadRegistry("", "", fakePath("npx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := statusOf(t, r, "claude")
+	want := "via npx: first start downloads @zed-industries/claude-agent-acp@0.23.1; needs a Claude login"
+	if c.Note != want {
+		t.Errorf("note = %q, want %q", c.Note, want)
+	}
+}
+
+func TestHint(t *testing.T) {
+	tests := []struct{ agent, err, want string }{
+		{"claude", "agent error: Query closed before response received", "run `claude` once to log in"},
+		{"codex", `Internal error: {"code":-32000,"message":"Authentication required"}`, "run `codex login`"},
+		{"codex", "Query closed before response received", ""},
+		{"mine", "Authentication required", ""},
+		{"claude", "rate limited", ""},
+	}
+	for _, tt := range tests {
+		got := Hint(tt.agent, tt.err)
+		if (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
+			t.Errorf("Hint(%q, %q) = %q, want %q", tt.agent, tt.err, got, tt.want)
+		}
+		if got != "" && Hint(tt.agent, tt.err+"; "+got) != "" {
+			t.Errorf("Hint repeats itself for %q", tt.err)
+		}
 	}
 }
 
