@@ -171,6 +171,9 @@ func (s *Server) agentsList(p AgentsListParams) (any, error) {
 		return nil, jsonrpc2.Errorf(CodeAgentUnavailable, "%v", err)
 	}
 	res := AgentsListResult{Agents: reg.List()}
+	if pr, ok := reg.(interface{ Problems() []agents.Problem }); ok {
+		res.Problems = pr.Problems()
+	}
 	if p.ConversationID == "" {
 		return res, nil
 	}

@@ -250,6 +250,9 @@ type AgentsListResult struct {
 	// agent that has a session or remembered config in that conversation,
 	// sorted by agent.
 	States []ConversationAgentState `json:"states,omitempty"`
+	// Problems lists settings files (or entries) that were left out because
+	// they are broken; the other agents are listed and work.
+	Problems []agents.Problem `json:"problems,omitempty"`
 }
 
 // ConversationAgentState is one agent's standing in a conversation: whether
