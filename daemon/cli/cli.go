@@ -86,7 +86,7 @@ func usage(w io.Writer, cmds []Command) {
 	for _, c := range cmds {
 		fmt.Fprintf(w, "  %-14s %s\n", c.Name, c.Summary)
 	}
-	fmt.Fprintln(w, "\nEvery command takes --workspace DIR (default: the git root of the current directory, else the current directory).")
+	fmt.Fprintln(w, "\nCommands that use a workspace take --workspace DIR (default: the git root of the current directory, else the current directory).")
 	fmt.Fprintln(w, "ochatd --version prints the version.")
 }
 
@@ -99,7 +99,13 @@ type common struct {
 func newFlags(env *Env, name string, c *common, withJSON bool) *flag.FlagSet {
 	fs := flag.NewFlagSet("ochatd "+name, flag.ContinueOnError)
 	fs.SetOutput(env.Stderr)
-	fs.StringVar(&c.workspace, "workspace", "", "workspace root (default: git root of the current directory, else the current directory)")
+	fs.Func("workspace", "workspace root (default: git root of the current directory, else the current directory)", func(v string) error {
+		if strings.TrimSpace(v) == "" {
+			return errors.New("empty: name a directory, or leave --workspace out for the current project")
+		}
+		c.workspace = v
+		return nil
+	})
 	if withJSON {
 		fs.BoolVar(&c.json, "json", false, "print JSON")
 	}
@@ -184,3 +190,13 @@ func fmtTime(ms int64) string {
 func isFlagHelp(err error) bool { return errors.Is(err, flag.ErrHelp) }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// extraArgs reports (and prints a usage error for) positional arguments
+// given to a command that takes none.
+func extraArgs(env *Env, name string, pos []string) bool {
+	if len(pos) == 0 {
+		return false
+	}
+	fmt.Fprintf(env.Stderr, "ochatd %s: takes no arguments (got %q); see ochatd %s --help\n", name, strings.Join(pos, " "), name)
+	return true
+}
