@@ -4,7 +4,8 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, execFileSync } from 'node:child_process';
-import { mkdtempSync, mkdirSync, writeFileSync, readFileSync, existsSync, rmSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, writeFileSync, readFileSync, existsSync, rmSync, appendFileSync } from 'node:fs';
+import { randomUUID } from 'node:crypto';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
@@ -372,9 +373,49 @@ e2e('a terminal-started session appears in the history view', async (t) => {
   const row = page.locator('.monaco-list-row', { hasText: title.slice(0, 30) }).first();
   await row.waitFor({ timeout: 30000 });
   await page.screenshot({ path: join(artifacts, 'e2e-terminal-session.png') });
-  // Opening it shows its transcript in the panel (ochat/sessions/open).
+  // Opening it shows its transcript in the panel, followed live (ochat/sessions/follow).
   await row.click();
   const f = await chatFrame();
   await waitFor(async () => (await f.locator('.msg').count()) > 0 && (await f.locator('.header .title').innerText()) !== 'renamed in VS Code', 'the terminal session in the panel', 30000);
+  await waitFor(async () => /following live/.test(await f.locator('.readonly').innerText()), 'the follow notice');
+  // The terminal appends a prompt: it shows up in the panel (ochat/sessionAppended).
+  const file = join(claudeDir, '24cb974b-077a-4ab3-bdf4-622ee8278cca.jsonl');
+  const last = readFileSync(file, 'utf8').trim().split('\n').map((l) => JSON.parse(l)).filter((r) => r.uuid).at(-1);
+  const t0 = Date.now();
+  appendFileSync(file, JSON.stringify({ ...last, type: 'user', parentUuid: last.uuid, uuid: randomUUID(), isMeta: undefined,
+    message: { role: 'user', content: 'typed in the terminal while VS Code watches' }, timestamp: new Date().toISOString() }) + '\n');
+  await waitFor(async () => /typed in the terminal while VS Code watches/.test(await f.locator('.msg.user').last().innerText()), 'the appended prompt in the panel', 30000);
+  figures['followed session: line appended → shown in the panel (ms, 200 ms polling)'] = Date.now() - t0;
   await page.screenshot({ path: join(artifacts, 'e2e-terminal-session-open.png') });
+});
+
+e2e('edit a prompt inline, then retry the answer, from the message toolbar', async () => {
+  await runCommand('ochat: New Conversation');
+  const f = await chatFrame();
+  await waitFor(async () => (await f.locator('.msg').count()) === 0 && (await f.locator('.composer:not(.hidden)').count()) === 1, 'an empty conversation');
+  await f.locator('textarea.input').fill('PLAIN first answer');
+  await f.locator('textarea.input').press('Enter');
+  await waitFor(async () => /first answer/.test(await f.locator('.msg.assistant .content').last().innerText()), 'the first answer');
+  await waitFor(async () => (await f.locator('.msg.assistant.streaming').count()) === 0, 'turn end');
+  const user = f.locator('.msg.user').first();
+  await user.hover();
+  await user.locator('.msg-action[data-action="edit"]').click();
+  const box = user.locator('textarea.edit-box');
+  await box.waitFor({ timeout: 10000 });
+  assert.equal(await box.inputValue(), 'PLAIN first answer');
+  await page.screenshot({ path: join(artifacts, 'e2e-edit.png') });
+  await box.fill('PLAIN edited answer');
+  await box.press('Enter');
+  await waitFor(async () => /edited answer/.test(await f.locator('.msg.assistant .content').last().innerText()), 'the answer to the edited prompt');
+  await waitFor(async () => (await f.locator('.msg.assistant.streaming').count()) === 0, 'turn end');
+  assert.deepEqual((await f.locator('.msg.user .user-text').allInnerTexts()).map((s) => s.trim()), ['PLAIN edited answer']);
+  assert.equal(await f.locator('.msg.assistant').count(), 1);
+  const first = await f.locator('.msg.assistant').getAttribute('data-id');
+  const answer = f.locator('.msg.assistant').first();
+  await answer.hover();
+  await answer.locator('.msg-action[data-action="refresh"]').click();
+  await waitFor(async () => (await f.locator('.msg.assistant').getAttribute('data-id')) !== first, 'a new answer');
+  await waitFor(async () => (await f.locator('.msg.assistant.streaming').count()) === 0, 'turn end');
+  assert.equal(await f.locator('.msg').count(), 2);
+  assert.match(await f.locator('.msg.assistant .content').innerText(), /edited answer/);
 });

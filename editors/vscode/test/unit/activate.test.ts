@@ -14,6 +14,7 @@ function context() {
     globalStorageUri: Uri.file('/tmp/ochat-global'),
     extension: { packageJSON: { version: '0.1.0' } },
     workspaceState: { get: (k: string) => state.get(k), update: async (k: string, v: unknown) => void state.set(k, v) },
+    globalState: { get: (k: string) => state.get(`global:${k}`), update: async (k: string, v: unknown) => void state.set(`global:${k}`, v) },
   };
 }
 
