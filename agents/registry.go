@@ -352,16 +352,7 @@ func buildRegistry(o RegistryOptions, trustAll bool) (*Registry, error) {
 		for _, name := range names {
 			e := entries[name]
 			s, ok := specs[name]
-			var msg string
-			switch {
-			case name == "":
-				msg = "an entry has an empty name"
-			case e.Command != nil && *e.Command == "" && ok:
-				msg = `empty "command" (leave "command" out to keep the built-in one)`
-			case !ok && (e.Command == nil || *e.Command == ""):
-				msg = `needs a "command"`
-			}
-			if msg != "" {
+			if msg := entryProblem(name, e, ok); msg != "" {
 				r.problems = append(r.problems, Problem{Source: l.source, Path: l.path, Agent: name, Message: msg, Untrusted: !trusted})
 				continue
 			}
@@ -487,14 +478,36 @@ func lineColumn(b []byte, n int) (line, col int) {
 	return line, col
 }
 
+// entryProblem says what is wrong with one agent_servers entry, "" if
+// nothing; known says whether name is already defined by a lower layer.
+func entryProblem(name string, e settingsEntry, known bool) string {
+	switch {
+	case name == "":
+		return "an entry has an empty name"
+	case e.Command != nil && *e.Command == "" && known:
+		return `empty "command" (leave "command" out to keep the built-in one)`
+	case !known && (e.Command == nil || *e.Command == ""):
+		return `needs a "command"`
+	}
+	return ""
+}
+
 // SettingsAgents lists the agent_servers entries of one settings file's
 // content, in name order, for review before trusting it (`ochatd trust`).
 // Command is "" for an entry that keeps a built-in's command; Source is
-// "workspace". Print them with String, which redacts env values.
+// "workspace". Print them with String, which redacts env values. Malformed
+// content, or an entry the registry would leave out (no "command" for a new
+// name, an empty one), is an error naming the entry.
 func SettingsAgents(content []byte) ([]Spec, error) {
 	entries, err := parseSettings(content)
 	if err != nil {
 		return nil, err
+	}
+	for n, e := range entries {
+		known := slices.ContainsFunc(builtins, func(b builtin) bool { return b.name == n })
+		if msg := entryProblem(n, e, known); msg != "" {
+			return nil, fmt.Errorf("agent_servers.%s: %s", n, msg)
+		}
 	}
 	names := make([]string, 0, len(entries))
 	for n := range entries {

@@ -24,8 +24,10 @@ import (
 // streams to stdout (tool calls and file changes as lines; with --json each
 // ochat/event's params as one JSON line); permission questions go to the
 // terminal unless --yes (allow once) or --no (reject). The conversation id is
-// printed on stderr. Exit status: 0 completed or cancelled, 1 failed, 2 usage.
-// An interrupt (Ctrl-C) cancels the turn; a second one leaves it running.
+// printed on stderr. Reasoning prints as "thinking: …" (dimmed on a
+// terminal) unless --quiet. Exit status (chatUsage): 0 completed, 1 failed,
+// 2 usage or cancelled by another client or the daemon, 130 cancelled by
+// Ctrl-C. An interrupt cancels the turn; a second one leaves it running.
 func runChat(ctx context.Context, env *Env, args []string) int {
 	var c common
 	fs := newFlags(env, "chat", &c, true)
@@ -33,6 +35,11 @@ func runChat(ctx context.Context, env *Env, args []string) int {
 	convID := fs.String("conversation", "", "conversation to continue (default: a new one)")
 	yes := fs.Bool("yes", false, "answer permission requests: allow once")
 	no := fs.Bool("no", false, "answer permission requests: reject")
+	quiet := fs.Bool("quiet", false, "do not print the agent's reasoning")
+	fs.Usage = func() {
+		fmt.Fprintln(env.Stderr, chatUsage)
+		fs.PrintDefaults()
+	}
 	pos, err := parse(fs, args)
 	if err != nil {
 		return exitFlag(err)
@@ -42,7 +49,9 @@ func runChat(ctx context.Context, env *Env, args []string) int {
 		return 2
 	}
 	prompt := strings.Join(pos, " ")
+	promptFromStdin := false
 	if strings.TrimSpace(prompt) == "" || prompt == "-" {
+		promptFromStdin = true
 		b, err := io.ReadAll(env.Stdin)
 		if err != nil {
 			return fail(env, "read prompt from stdin: %v", err)
@@ -50,7 +59,7 @@ func runChat(ctx context.Context, env *Env, args []string) int {
 		prompt = string(b)
 	}
 	if strings.TrimSpace(prompt) == "" {
-		fmt.Fprintln(env.Stderr, "usage: ochatd chat [--workspace DIR] [--agent NAME] [--conversation ID] [--yes|--no] [--json] PROMPT")
+		fmt.Fprintln(env.Stderr, chatUsage)
 		return 2
 	}
 	ws, err := c.resolve()
@@ -70,7 +79,9 @@ func runChat(ctx context.Context, env *Env, args []string) int {
 		}
 		return fail(env, "send: %v", err)
 	}
-	t := &chatTurn{env: env, cl: cl, res: res, json: c.json, in: bufio.NewReader(env.Stdin), atLineStart: true, tools: map[string]string{}, files: map[string]string{}}
+	t := &chatTurn{env: env, cl: cl, res: res, json: c.json, stdin: env.Stdin, promptFromStdin: promptFromStdin, quiet: *quiet,
+		dim: colorTerminal(env), atLineStart: true, tools: map[string]string{}, toolNames: map[string]string{}, files: map[string]string{},
+		interrupted: make(chan struct{})}
 	switch {
 	case *yes:
 		t.auto = "allow"
@@ -82,18 +93,54 @@ func runChat(ctx context.Context, env *Env, args []string) int {
 	return status
 }
 
+// chatUsage is `ochatd chat --help`'s first lines.
+const chatUsage = `usage: ochatd chat [--workspace DIR] [--agent NAME] [--conversation ID] [--yes|--no] [--quiet] [--json] PROMPT|-
+
+Runs one prompt turn and streams the answer. PROMPT "-" (or none) reads the prompt from stdin; then
+permission questions cannot be answered on stdin: pass --yes or --no. --conversation ID continues a
+conversation (ids: ochatd conversations). A permission question accepts the option's number, id or
+name, y/yes (allow once) or n/no (reject once).
+
+Exit status: 0 completed, 1 failed, 2 usage error or turn cancelled by another client or the daemon,
+130 cancelled by Ctrl-C (a second Ctrl-C leaves the turn running in the daemon).`
+
+// Exit statuses of `ochatd chat`.
+const (
+	exitCancelledElsewhere = 2
+	exitInterrupted        = 130
+)
+
 // chatTurn follows one turn's notifications.
 type chatTurn struct {
-	env         *Env
-	cl          *daemon.Client
-	res         daemon.SendResult
-	json        bool
-	auto        string // "", "allow", "reject"
-	in          *bufio.Reader
-	atLineStart bool
-	tools       map[string]string // tool id → last printed status
-	files       map[string]string // path → last printed line
-	lastSeq     int64
+	env             *Env
+	cl              *daemon.Client
+	res             daemon.SendResult
+	json            bool
+	quiet           bool   // hide reasoning
+	dim             bool   // stdout is a colour terminal: dim the reasoning
+	auto            string // "", "allow", "reject"
+	stdin           io.Reader
+	promptFromStdin bool
+	lines           chan string   // stdin lines, read by one goroutine; closed at EOF
+	interrupted     chan struct{} // closed at the first Ctrl-C
+	atLineStart     bool
+	inReasoning     bool
+	agent           string            // the answering agent, from the events
+	tools           map[string]string // tool id → last printed status
+	toolNames       map[string]string // tool id → last known title
+	files           map[string]string // path → last printed line
+	lastSeq         int64
+}
+
+// colorTerminal reports whether stdout is a terminal that takes colour
+// (not with NO_COLOR or TERM=dumb).
+func colorTerminal(env *Env) bool {
+	f, ok := env.Stdout.(*os.File)
+	if !ok || env.Getenv == nil || env.Getenv("NO_COLOR") != "" || env.Getenv("TERM") == "dumb" {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 func (t *chatTurn) run(ctx context.Context) int {
@@ -109,6 +156,7 @@ func (t *chatTurn) run(ctx context.Context) int {
 				os.Exit(130)
 			}
 			fmt.Fprintln(t.env.Stderr, "\nochatd: cancelling (Ctrl-C again to leave it running)")
+			close(t.interrupted)
 			var r daemon.CancelResult
 			t.cl.Call(ctx, daemon.MethodChatCancel, daemon.ConversationParams{ConversationID: t.res.ConversationID}, &r)
 		}
@@ -123,6 +171,9 @@ func (t *chatTurn) run(ctx context.Context) int {
 			var p daemon.EventParams
 			if err := json.Unmarshal(n.Params, &p); err != nil || p.TurnID != t.res.TurnID {
 				continue
+			}
+			if p.Agent != "" {
+				t.agent = p.Agent
 			}
 			if p.Event.Seq <= t.lastSeq {
 				continue
@@ -186,15 +237,71 @@ func (t *chatTurn) resync(ctx context.Context) (int, bool) {
 }
 
 func (t *chatTurn) end(ev transcript.Event) int {
+	t.endReasoning()
 	t.newline()
 	if ev.Type == transcript.EvTurnFailed {
 		fmt.Fprintf(t.env.Stderr, "ochatd: turn failed: %s\n", ev.Message)
+		if h := agents.Hint(t.agent, ev.Message); h != "" {
+			fmt.Fprintf(t.env.Stderr, "hint: %s\n", h)
+		}
 		return 1
+	}
+	if ev.StopReason == "cancelled" {
+		select {
+		case <-t.interrupted:
+			fmt.Fprintln(t.env.Stderr, "(stopped: cancelled)")
+			return exitInterrupted
+		default:
+			fmt.Fprintln(t.env.Stderr, "(stopped: cancelled by another client or the daemon)")
+			return exitCancelledElsewhere
+		}
 	}
 	if ev.StopReason != "" && ev.StopReason != "end_turn" {
 		fmt.Fprintf(t.env.Stderr, "(stopped: %s)\n", ev.StopReason)
 	}
 	return 0
+}
+
+// reasoning prints a reasoning delta after a "thinking: " prefix, dimmed
+// on a colour terminal.
+func (t *chatTurn) reasoning(delta string) {
+	if t.quiet || delta == "" {
+		return
+	}
+	if !t.inReasoning {
+		t.newline()
+		t.inReasoning = true
+		if t.dim {
+			io.WriteString(t.env.Stdout, "\x1b[2m")
+		}
+		t.write("thinking: ")
+	}
+	t.write(delta)
+}
+
+// endReasoning closes a reasoning run before other output.
+func (t *chatTurn) endReasoning() {
+	if !t.inReasoning {
+		return
+	}
+	t.inReasoning = false
+	if t.dim {
+		io.WriteString(t.env.Stdout, "\x1b[0m")
+	}
+	t.newline()
+}
+
+// toolLine renders a tool segment, naming it by its last known title, else
+// its id (an update can arrive before the call that names it).
+func (t *chatTurn) toolLine(s transcript.Segment) string {
+	if s.Name != "" {
+		t.toolNames[s.ID] = s.Name
+	} else if n := t.toolNames[s.ID]; n != "" {
+		s.Name = n
+	} else {
+		s.Name = s.ID
+	}
+	return segmentText(s)
 }
 
 func (t *chatTurn) write(s string) {
@@ -218,6 +325,11 @@ func (t *chatTurn) line(s string) {
 
 // show prints one event for a human.
 func (t *chatTurn) show(ev transcript.Event) {
+	if ev.Type == transcript.EvReasoningDelta {
+		t.reasoning(ev.Delta)
+		return
+	}
+	t.endReasoning()
 	switch ev.Type {
 	case transcript.EvContentDelta:
 		t.write(ev.Delta)
@@ -230,7 +342,7 @@ func (t *chatTurn) show(ev transcript.Event) {
 		case transcript.SegTool:
 			if t.tools[s.ID] != s.Status {
 				t.tools[s.ID] = s.Status
-				t.line(segmentText(*s))
+				t.line(t.toolLine(*s))
 			}
 		case transcript.SegFileChange:
 			l := fileLine(*s)
@@ -261,17 +373,7 @@ func (t *chatTurn) permission(ctx context.Context, p daemon.PermissionParams) {
 		}
 		fmt.Fprintf(w, "  → %s (--%s)\n", describeAnswer(p.Options, resp), map[string]string{"allow": "yes", "reject": "no"}[t.auto])
 	} else {
-		for i, o := range p.Options {
-			fmt.Fprintf(w, "  %d) %s [%s]\n", i+1, o.Name, o.Kind)
-		}
-		fmt.Fprintf(w, "choose 1-%d (empty: cancel): ", len(p.Options))
-		line, _ := t.in.ReadString('\n')
-		line = strings.TrimSpace(line)
-		if n, err := strconv.Atoi(line); err == nil && n >= 1 && n <= len(p.Options) {
-			resp.OptionID = p.Options[n-1].OptionID
-		} else {
-			resp.Cancelled = true
-		}
+		resp = t.ask(p)
 	}
 	if err := t.cl.Call(ctx, daemon.MethodPermissionRespond, resp, nil); err != nil {
 		var je *jsonrpc2.Error
@@ -281,6 +383,102 @@ func (t *chatTurn) permission(ctx context.Context, p daemon.PermissionParams) {
 		}
 		fmt.Fprintf(w, "ochatd: answer permission: %v\n", err)
 	}
+}
+
+// maxAsks is how often an unclear permission answer is asked again.
+const maxAsks = 3
+
+// ask puts a permission question on the terminal (stderr) and reads the
+// answer from stdin: the option's number, id or name, y/yes or n/no. An
+// unclear answer asks again (3 times in all, then rejects); EOF rejects;
+// Ctrl-C answers cancelled (the turn is being cancelled).
+func (t *chatTurn) ask(p daemon.PermissionParams) daemon.RespondParams {
+	w := t.env.Stderr
+	resp := daemon.RespondParams{PermissionID: p.PermissionID}
+	reject := func(why string) daemon.RespondParams {
+		resp.OptionID = pickOption(p.Options, "reject")
+		resp.Cancelled = resp.OptionID == ""
+		fmt.Fprintf(w, "  %s: answering %s\n", why, describeAnswer(p.Options, resp))
+		return resp
+	}
+	if t.promptFromStdin {
+		return reject("stdin is the prompt; use --yes or --no")
+	}
+	if t.lines == nil {
+		t.lines = make(chan string)
+		go readLines(t.stdin, t.lines)
+	}
+	for try := 0; try < maxAsks; try++ {
+		for i, o := range p.Options {
+			fmt.Fprintf(w, "  %d) %s [%s]\n", i+1, o.Name, o.Kind)
+		}
+		fmt.Fprintf(w, "choose 1-%d, y (allow once) or n (reject): ", len(p.Options))
+		select {
+		case <-t.interrupted:
+			fmt.Fprintln(w)
+			resp.Cancelled = true
+			return resp
+		case line, ok := <-t.lines:
+			if !ok {
+				fmt.Fprintln(w)
+				return reject("stdin closed (use --yes / --no in scripts)")
+			}
+			if id := matchOption(p.Options, line); id != "" {
+				resp.OptionID = id
+				return resp
+			}
+			fmt.Fprintf(w, "  %q is not one of the options\n", strings.TrimSpace(line))
+		}
+	}
+	return reject("no clear answer")
+}
+
+// readLines sends stdin's lines to ch and closes it at EOF or error.
+func readLines(r io.Reader, ch chan<- string) {
+	defer close(ch)
+	br := bufio.NewReader(r)
+	for {
+		line, err := br.ReadString('\n')
+		if line != "" {
+			ch <- line
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// matchOption maps an answer to an option id: its 1-based number, its id,
+// its name (case-insensitive), y/yes (the allow_once option, else
+// allow_always), n/no (reject_once, else reject_always); "" if none.
+func matchOption(opts []agents.PermissionOption, answer string) string {
+	a := strings.TrimSpace(answer)
+	if a == "" {
+		return ""
+	}
+	if n, err := strconv.Atoi(a); err == nil {
+		if n >= 1 && n <= len(opts) {
+			return opts[n-1].OptionID
+		}
+		return ""
+	}
+	for _, o := range opts {
+		if o.OptionID == a {
+			return o.OptionID
+		}
+	}
+	for _, o := range opts {
+		if strings.EqualFold(o.Name, a) {
+			return o.OptionID
+		}
+	}
+	switch strings.ToLower(a) {
+	case "y", "yes":
+		return pickOption(opts, "allow")
+	case "n", "no":
+		return pickOption(opts, "reject")
+	}
+	return ""
 }
 
 // pickOption returns the first option of kind allow_once (then

@@ -50,8 +50,12 @@ func runConnect(ctx context.Context, env *Env, args []string) int {
 func runAgents(ctx context.Context, env *Env, args []string) int {
 	var c common
 	fs := newFlags(env, "agents", &c, true)
-	if _, err := parse(fs, args); err != nil {
+	pos, err := parse(fs, args)
+	if err != nil {
 		return exitFlag(err)
+	}
+	if extraArgs(env, "agents", pos) {
+		return 2
 	}
 	ws, err := c.resolve()
 	if err != nil {
@@ -70,7 +74,15 @@ func runAgents(ctx context.Context, env *Env, args []string) int {
 		return printJSON(env, res)
 	}
 	printAgents(env, res.Agents)
+	printProblems(env, res.Problems)
 	return 0
+}
+
+// printProblems lists settings files or entries left out of the registry.
+func printProblems(env *Env, probs []agents.Problem) {
+	for _, p := range probs {
+		fmt.Fprintf(env.Stdout, "\nsettings problem (%s, left out): %s\n", p.Source, p)
+	}
 }
 
 func printAgents(env *Env, list []agents.Status) {
@@ -86,6 +98,9 @@ func printAgents(env *Env, list []agents.Status) {
 	}
 	tw.Flush()
 	for _, a := range list {
+		if a.Available && a.Note != "" {
+			fmt.Fprintf(env.Stdout, "\n%s: %s\n", a.Name, a.Note)
+		}
 		if !a.Available {
 			fmt.Fprintf(env.Stdout, "\n%s: %s", a.Name, a.Reason)
 			if a.Install != "" && a.Untrusted {
@@ -102,8 +117,12 @@ func printAgents(env *Env, list []agents.Status) {
 func runConversations(ctx context.Context, env *Env, args []string) int {
 	var c common
 	fs := newFlags(env, "conversations", &c, true)
-	if _, err := parse(fs, args); err != nil {
+	pos, err := parse(fs, args)
+	if err != nil {
 		return exitFlag(err)
+	}
+	if extraArgs(env, "conversations", pos) {
+		return 2
 	}
 	ws, err := c.resolve()
 	if err != nil {
@@ -120,6 +139,10 @@ func runConversations(ctx context.Context, env *Env, args []string) int {
 	}
 	if c.json {
 		return printJSON(env, res.Conversations)
+	}
+	if len(res.Conversations) == 0 {
+		fmt.Fprintln(env.Stdout, `no conversations yet (start one with: ochatd chat "your question")`)
+		return 0
 	}
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tUPDATED\tAGENTS\tTITLE")
@@ -184,7 +207,7 @@ func runShow(ctx context.Context, env *Env, args []string) int {
 			continue
 		}
 		fmt.Fprintf(w, "\n## %s · %s", orUnknown(m.Agent), m.Status)
-		if m.StopReason != "" && m.StopReason != "end_turn" {
+		if m.StopReason != "" && m.StopReason != "end_turn" && m.StopReason != string(m.Status) {
 			fmt.Fprintf(w, " (%s)", m.StopReason)
 		}
 		if m.DurationMs > 0 {
@@ -276,8 +299,12 @@ func printJSON(env *Env, v any) int {
 func runDoctor(ctx context.Context, env *Env, args []string) int {
 	var c common
 	fs := newFlags(env, "doctor", &c, false)
-	if _, err := parse(fs, args); err != nil {
+	pos, err := parse(fs, args)
+	if err != nil {
 		return exitFlag(err)
+	}
+	if extraArgs(env, "doctor", pos) {
+		return 2
 	}
 	w := env.Stdout
 	problems := 0
@@ -365,6 +392,9 @@ func runDoctor(ctx context.Context, env *Env, args []string) int {
 		bad("fix the settings file named above", "agents: %v", err)
 		return 1
 	}
+	for _, p := range reg.Problems() {
+		bad("fix "+p.Path+" (JSON with comments; other agents still work)", "settings %s", p)
+	}
 	var held []string
 	for _, a := range reg.List() {
 		if a.Untrusted {
@@ -390,6 +420,9 @@ func runDoctor(ctx context.Context, env *Env, args []string) int {
 		if a.Available {
 			anyReady = true
 			ok("agent %s: %s%s", a.Name, a.Command, loginHint(env, a.Name))
+			if a.Note != "" {
+				note("agent %s %s", a.Name, a.Note)
+			}
 		} else {
 			fix := a.Install
 			if fix == "" {

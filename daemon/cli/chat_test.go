@@ -1,0 +1,175 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ochat-dev/ochat/agents"
+	"github.com/ochat-dev/ochat/daemon"
+	"github.com/ochat-dev/ochat/transcript"
+)
+
+// runIn runs ochatd args (with --workspace) in this process with stdin.
+func (w *trustWorld) runIn(t *testing.T, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	env := &Env{Stdin: strings.NewReader(stdin), Stdout: &out, Stderr: &errb, Version: "test", Getenv: os.Getenv}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	code := Main(ctx, env, append(args[:1:1], append([]string{"--workspace", w.ws}, args[1:]...)...))
+	return code, out.String(), errb.String()
+}
+
+// userAgentWorld is a daemon whose user settings define the testagent as
+// "test" (with a comment and a trailing comma, as Zed writes settings) and
+// whose untrusted workspace settings file is not JSON at all.
+func userAgentWorld(t *testing.T) *trustWorld {
+	bin := testagentPath(t)
+	user := "// my agents\n{\"agent_servers\": {\"test\": {\"command\": \"" + bin + "\",},},}\n"
+	return newTrustWorld(t, user, "{bad json")
+}
+
+// TestBrokenWorkspaceSettings: a broken untrusted workspace file is a
+// problem listed by agents and doctor; the user's agent still answers.
+func TestBrokenWorkspaceSettings(t *testing.T) {
+	w := userAgentWorld(t)
+	code, out, errs := w.run(t, "agents", "--json")
+	if code != 0 {
+		t.Fatalf("agents --json: %d %s", code, errs)
+	}
+	var res daemon.AgentsListResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	settings := agents.WorkspaceSettingsPath(w.ws)
+	if len(res.Problems) != 1 || res.Problems[0].Path != settings || !strings.Contains(res.Problems[0].Message, "line 1, column 2") || !res.Problems[0].Untrusted {
+		t.Errorf("problems = %+v", res.Problems)
+	}
+	code, out, _ = w.run(t, "agents")
+	if code != 0 || !strings.Contains(out, "settings problem (workspace, left out): "+settings+": line 1, column 2") {
+		t.Errorf("agents text (%d):\n%s", code, out)
+	}
+	code, out, errs = w.run(t, "chat", "--agent", "test", "PLAIN hello")
+	if code != 0 || !strings.Contains(out, "hello") {
+		t.Errorf("chat with the user's agent: %d\n%s\n%s", code, out, errs)
+	}
+	code, out, _ = w.run(t, "doctor")
+	if code != 1 || !strings.Contains(out, "FAIL  settings "+settings+": line 1, column 2") || !strings.Contains(out, "ok    agent test") {
+		t.Errorf("doctor (%d):\n%s", code, out)
+	}
+}
+
+func TestChatPermissionAnswers(t *testing.T) {
+	w := userAgentWorld(t)
+	tests := []struct {
+		name, stdin, prompt string
+		written             bool
+		wantErr             string
+	}{
+		{"y", "y\n", "WRITE a.txt x", true, ""},
+		{"option name", "always allow\n", "WRITE b.txt x", true, ""},
+		{"option id", "reject\n", "WRITE c.txt x", false, ""},
+		{"number", "1\n", "WRITE d.txt x", true, ""},
+		{"unclear thrice", "maybe\nsure\nok\n", "WRITE e.txt x", false, "no clear answer: answering Reject"},
+		{"unclear then yes", "maybe\nyes\n", "WRITE f.txt x", true, `"maybe" is not one of the options`},
+		{"eof", "", "WRITE g.txt x", false, "stdin closed (use --yes / --no in scripts): answering Reject"},
+		{"prompt on stdin", "WRITE h.txt x", "-", false, "stdin is the prompt; use --yes or --no: answering Reject"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, out, errs := w.runIn(t, tt.stdin, "chat", "--agent", "test", tt.prompt)
+			if code != 0 {
+				t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+			}
+			_, err := os.Stat(filepath.Join(w.ws, strings.Fields(tt.prompt + " " + tt.stdin)[1]))
+			if tt.prompt == "-" {
+				_, err = os.Stat(filepath.Join(w.ws, "h.txt"))
+			}
+			if (err == nil) != tt.written {
+				t.Errorf("written = %v, want %v\n%s\n%s", err == nil, tt.written, out, errs)
+			}
+			if !strings.Contains(errs, tt.wantErr) {
+				t.Errorf("stderr lacks %q:\n%s", tt.wantErr, errs)
+			}
+		})
+	}
+}
+
+func TestChatReasoningAndFlags(t *testing.T) {
+	w := userAgentWorld(t)
+	code, out, errs := w.run(t, "chat", "--agent", "test", "THINK done")
+	if code != 0 || !strings.Contains(out, "thinking: Thinking about it.\ndone") {
+		t.Errorf("reasoning (%d):\n%q\n%s", code, out, errs)
+	}
+	code, out, _ = w.run(t, "chat", "--agent", "test", "--quiet", "THINK done")
+	if code != 0 || strings.Contains(out, "Thinking") || !strings.Contains(out, "done") {
+		t.Errorf("--quiet (%d):\n%q", code, out)
+	}
+	code, out, errs = w.run(t, "chat", "--agent", "test", "FAIL")
+	if code != 1 || !strings.Contains(errs, "turn failed") {
+		t.Errorf("FAIL: %d\n%s\n%s", code, out, errs)
+	}
+	var errb bytes.Buffer
+	env := &Env{Stdin: strings.NewReader(""), Stdout: &bytes.Buffer{}, Stderr: &errb, Getenv: os.Getenv}
+	if code := Main(context.Background(), env, []string{"chat", "--workspace", "", "PLAIN x"}); code != 2 || !strings.Contains(errb.String(), "name a directory") {
+		t.Errorf(`--workspace "": %d %s`, code, errb.String())
+	}
+	code, _, errs = w.run(t, "conversations", "extra")
+	if code != 2 || !strings.Contains(errs, "takes no arguments") {
+		t.Errorf("conversations extra: %d %s", code, errs)
+	}
+	code, _, errs = w.run(t, "chat", "--help")
+	if code != 0 || !strings.Contains(errs, "130 cancelled by Ctrl-C") {
+		t.Errorf("chat --help: %d %s", code, errs)
+	}
+}
+
+func TestConversationsEmpty(t *testing.T) {
+	w := newTrustWorld(t, "", "")
+	code, out, _ := w.run(t, "conversations")
+	if code != 0 || !strings.Contains(out, "no conversations yet (start one with: ochatd chat") {
+		t.Errorf("%d %q", code, out)
+	}
+}
+
+func TestMatchOption(t *testing.T) {
+	opts := []agents.PermissionOption{
+		{OptionID: "allow", Name: "Allow", Kind: "allow_once"},
+		{OptionID: "always", Name: "Always allow", Kind: "allow_always"},
+		{OptionID: "reject", Name: "Reject", Kind: "reject_once"},
+	}
+	tests := []struct{ in, want string }{
+		{"1", "allow"}, {" 3\n", "reject"}, {"4", ""}, {"0", ""},
+		{"always", "always"}, {"ALWAYS ALLOW", "always"},
+		{"y", "allow"}, {"Yes", "allow"}, {"n", "reject"}, {"no", "reject"},
+		{"", ""}, {"maybe", ""},
+	}
+	for _, tt := range tests {
+		if got := matchOption(opts, tt.in); got != tt.want {
+			t.Errorf("matchOption(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+	if got := matchOption(opts[:2], "n"); got != "" {
+		t.Errorf("n without a reject option = %q", got)
+	}
+}
+
+func TestToolLine(t *testing.T) {
+	ct := &chatTurn{toolNames: map[string]string{}}
+	seg := func(id, name, status string) transcript.Segment {
+		return transcript.Segment{Type: transcript.SegTool, ID: id, Name: name, Status: status}
+	}
+	if got := ct.toolLine(seg("t1", "", "running")); got != "[tool] t1 (running)" {
+		t.Errorf("unnamed = %q", got)
+	}
+	ct.toolLine(seg("t2", "Read x", "pending"))
+	if got := ct.toolLine(seg("t2", "", "completed")); got != "[tool] Read x (completed)" {
+		t.Errorf("named earlier = %q", got)
+	}
+}
