@@ -524,7 +524,7 @@ func TestRecoveryHang(t *testing.T) {
 	conv := res.ConversationID
 	sid := m.sessionOf(conv, "a")
 	_, term, text := answer(t, c, MethodChatSend, SendParams{ConversationID: conv, Agent: "a", Text: "HANG"})
-	if term.Type != transcript.EvTurnCompleted || term.StopReason != "cancelled" || text != "hanging" {
+	if term.Type != transcript.EvTurnFailed || !strings.Contains(term.Message, "turn idle timeout") || text != "hanging" {
 		t.Fatalf("hung turn ended with %+v, text %q", term, text)
 	}
 	pid, err := os.ReadFile(pidfile)
@@ -541,7 +541,7 @@ func TestRecoveryHang(t *testing.T) {
 		t.Fatalf("session %s after respawn, want %s loaded", got, sid)
 	}
 	got := call[GetConversationResult](t, c, MethodConversationsGet, ConversationParams{ConversationID: conv})
-	if len(got.Messages) != 6 || got.Messages[3].Status != transcript.StatusCancelled {
+	if len(got.Messages) != 6 || got.Messages[3].Status != transcript.StatusFailed {
 		t.Fatalf("messages after the hang: %+v", got.Messages)
 	}
 }

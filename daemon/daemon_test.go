@@ -618,7 +618,9 @@ func TestSessionHang(t *testing.T) {
 		want    transcript.EventType
 		starts  int
 	}{
-		{"cancel", time.Hour, true, transcript.EvTurnCompleted, 1},
+		// A cancel during session/new stops the process: the next turn
+		// starts another.
+		{"cancel", time.Hour, true, transcript.EvTurnCompleted, 2},
 		{"timeout", 100 * time.Millisecond, false, transcript.EvTurnFailed, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

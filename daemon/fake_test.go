@@ -85,7 +85,8 @@ func (f *fakeFactory) startCount() int {
 //	IGNORE           wait, ignoring session/cancel, until the prompt is abandoned
 //
 // The first agent named "hang" a factory starts never answers its first
-// session/new (until ctx ends).
+// session/new (until ctx ends); an agent named "nosession" fails every
+// session/new ("Authentication required").
 type fakeAgent struct {
 	name string
 	hang bool
@@ -107,6 +108,9 @@ func (a *fakeAgent) NewSession(ctx context.Context) (agents.SessionInfo, error) 
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.sessions++
+	if a.name == "nosession" {
+		return agents.SessionInfo{}, errors.New("session/new: Authentication required")
+	}
 	if a.hang && a.sessions == 1 {
 		a.mu.Unlock()
 		<-ctx.Done()

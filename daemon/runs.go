@@ -60,6 +60,7 @@ type agentSlot struct {
 	conn      AgentConn
 	sessionID string
 	state     agents.State
+	lastUsed  time.Time // last turn start or end, for idle reaping and the cap
 }
 
 // pendingPerm is a permission request waiting for its first answer.
@@ -98,6 +99,9 @@ func (s *Server) send(c *client, p SendParams, reply jsonrpc2.Replier) (any, err
 // streaming assistant placeholder, subscribes c, queues the SendResult
 // answer and starts the turn.
 func (s *Server) startTurn(c *client, req turnRequest, reply jsonrpc2.Replier) (any, error) {
+	if err := checkPromptSize(req.text); err != nil {
+		return nil, err
+	}
 	reg, err := s.registry()
 	if err != nil {
 		return nil, jsonrpc2.Errorf(CodeAgentUnavailable, "%v", err)
@@ -160,7 +164,7 @@ func (s *Server) startTurn(c *client, req turnRequest, reply jsonrpc2.Replier) (
 	if t.run != nil {
 		s.mu.Unlock()
 		r.cancel()
-		return nil, jsonrpc2.Errorf(CodeConflict, "a turn is already running in conversation %s: wait for it or cancel it (ochat/chat/cancel)", conv.ID)
+		return nil, jsonrpc2.Errorf(CodeConflict, "a turn is already running in conversation %s: wait for it or cancel it (run `ochatd cancel %s`)", conv.ID, conv.ID)
 	}
 	t.run = r
 	s.running++
@@ -213,6 +217,20 @@ func (s *Server) startTurn(c *client, req turnRequest, reply jsonrpc2.Replier) (
 
 	go s.runTurn(r, spec)
 	return nil, errReplied
+}
+
+// MaxPromptBytes is the largest prompt text (bytes of UTF-8) that chat/send,
+// edit and retry accept: an agent reads its stdin one line at a time and
+// agents cap a line near 10 MB, so a longer prompt would only kill the agent.
+const MaxPromptBytes = 8 << 20
+
+// checkPromptSize refuses a prompt over MaxPromptBytes with -32602 before
+// anything is stored.
+func checkPromptSize(text string) error {
+	if len(text) <= MaxPromptBytes {
+		return nil
+	}
+	return jsonrpc2.Errorf(jsonrpc2.InvalidParams, "prompt is %.1f MiB; the limit is %d MiB", float64(len(text))/(1<<20), MaxPromptBytes>>20)
 }
 
 // lastAgent is the agent of the conversation's last assistant message.
@@ -373,7 +391,10 @@ func (s *Server) ensureSession(ctx context.Context, convID, agent string, spec a
 		return sl.conn, sl.sessionID, false, stored.Cursor, nil
 	}
 	if sl == nil {
-		c, err := s.opts.StartAgent(s.baseCtx, spec, agents.Options{
+		s.makeRoomForAgent(key)
+		// ctx (the turn's) bounds spawn and initialize only: a cancel aborts
+		// the start at once and the starting process group is killed.
+		c, err := s.opts.StartAgent(ctx, spec, agents.Options{
 			Workspace:   s.opts.Workspace,
 			Handler:     &agentHandler{s: s, conv: convID, agent: agent},
 			Logger:      s.log.With("agent", agent, "conversation", convID),
@@ -383,11 +404,26 @@ func (s *Server) ensureSession(ctx context.Context, convID, agent string, spec a
 		if err != nil {
 			return nil, "", false, "", err // agents names the agent and what failed
 		}
+		if ctx.Err() != nil { // cancelled as initialize answered
+			c.Close()
+			return nil, "", false, "", fmt.Errorf("start agent %s: %w", agent, ctx.Err())
+		}
 		sl = &agentSlot{conn: c}
 		s.mu.Lock()
 		s.slots[key] = sl
 		s.mu.Unlock()
 	}
+	s.mu.Lock()
+	sl.lastUsed = time.Now()
+	s.mu.Unlock()
+	// A process that could not give this turn a session serves nothing (one
+	// process per conversation and agent): stop it rather than leave it
+	// running for the daemon's lifetime.
+	defer func() {
+		if err != nil {
+			s.dropSlot(convID, agent, sl.conn)
+		}
+	}()
 	var info agents.SessionInfo
 	reopened := false
 	// timed runs one session call with SessionTimeout; an agent that does not
@@ -679,6 +715,9 @@ func (s *Server) finish(r *run, stopReason, errMsg string) {
 		s.dropTopicLocked(t)
 	}
 	s.running--
+	if sl := s.slots[slotKey{r.convID, r.agent}]; sl != nil {
+		sl.lastUsed = time.Now()
+	}
 	s.armIdleLocked()
 	s.mu.Unlock()
 	if errMsg != "" {

@@ -86,6 +86,13 @@ type Options struct {
 	// AgentInitTimeout is agents.Options.InitTimeout (spawn + initialize);
 	// 0 means the agents default (60 s).
 	AgentInitTimeout time.Duration
+	// AgentIdleTimeout stops an agent process (session/close, then its
+	// process group) that has served no turn for this long; 0 means
+	// DefaultAgentIdleTimeout, negative never.
+	AgentIdleTimeout time.Duration
+	// MaxAgents caps the live agent processes: starting one more stops the
+	// least recently used idle one. 0 means DefaultMaxAgents, negative no cap.
+	MaxAgents int
 	// StartAgent starts agents; nil means agents.Start.
 	StartAgent StartAgentFunc
 	// LoadRegistry returns the agent registry, called on every send and
@@ -153,6 +160,12 @@ func New(opts Options) *Server {
 	if opts.SessionTimeout <= 0 {
 		opts.SessionTimeout = DefaultSessionTimeout
 	}
+	if opts.AgentIdleTimeout == 0 {
+		opts.AgentIdleTimeout = DefaultAgentIdleTimeout
+	}
+	if opts.MaxAgents == 0 {
+		opts.MaxAgents = DefaultMaxAgents
+	}
 	if opts.StartAgent == nil {
 		opts.StartAgent = func(ctx context.Context, spec agents.Spec, o agents.Options) (AgentConn, error) {
 			c, err := agents.Start(ctx, spec, o)
@@ -166,7 +179,7 @@ func New(opts Options) *Server {
 		opts.Version = "devel"
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Server{
+	s := &Server{
 		opts:     opts,
 		log:      opts.Logger,
 		store:    opts.Store,
@@ -178,6 +191,10 @@ func New(opts Options) *Server {
 		perms:    make(map[string]*pendingPerm),
 		slots:    make(map[slotKey]*agentSlot),
 	}
+	if opts.AgentIdleTimeout > 0 {
+		go s.reapAgents()
+	}
+	return s
 }
 
 // newID returns a new monotonic ULID string.

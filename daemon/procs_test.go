@@ -1,0 +1,196 @@
+package daemon
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.lsp.dev/jsonrpc2"
+
+	"github.com/ochat-dev/ochat/transcript"
+)
+
+// newRealEnvWith is newRealEnv with extra testagent environment and option
+// changes.
+func newRealEnvWith(t testing.TB, env map[string]string, tweak func(*Options)) *testEnv {
+	bin := testagent(t)
+	cfg := t.TempDir()
+	if env == nil {
+		env = map[string]string{}
+	}
+	env["TESTAGENT_STATE"] = t.TempDir()
+	settings := map[string]any{"agent_servers": map[string]any{"test": map[string]any{"command": bin, "env": env}}}
+	b, _ := json.Marshal(settings)
+	os.MkdirAll(filepath.Join(cfg, "ochat"), 0o700)
+	if err := os.WriteFile(filepath.Join(cfg, "ochat", "settings.json"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return newEnv(t, func(o *Options) {
+		o.StartAgent = nil
+		o.LoadRegistry = nil
+		o.UserConfigDir = cfg
+		if tweak != nil {
+			tweak(o)
+		}
+	})
+}
+
+// eventually polls cond every 20 ms for up to 10 s.
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	for range 500 {
+		if cond() {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("never: %s", what)
+}
+
+// waitPIDFile returns the pid written to path, waiting for it.
+func waitPIDFile(t testing.TB, path string) int {
+	t.Helper()
+	var pid int
+	eventually(t, "child pid file "+path, func() bool {
+		b, err := os.ReadFile(path)
+		if err != nil || len(b) == 0 {
+			return false
+		}
+		pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil
+	})
+	return pid
+}
+
+// processGone reports that pid no longer runs (absent, or a zombie nobody
+// reaped yet).
+func processGone(pid int) bool {
+	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		return true
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	return len(f) > 0 && f[0] == "Z"
+}
+
+func TestPromptTooLong(t *testing.T) {
+	e := newEnv(t, nil)
+	c := e.dial("a")
+	big := strings.Repeat("x", 20<<20)
+	msg := callErr(t, c, MethodChatSend, SendParams{Text: "PLAIN " + big}, jsonrpc2.InvalidParams)
+	if msg != "prompt is 20.0 MiB; the limit is 8 MiB" {
+		t.Fatalf("message %q", msg)
+	}
+	res := call[SendResult](t, c, MethodChatSend, SendParams{Text: "PLAIN"})
+	collect(t, c, res.TurnID, nil)
+	callErr(t, c, MethodChatEdit, EditParams{ConversationID: res.ConversationID, MessageID: res.UserMessageID, Text: big}, jsonrpc2.InvalidParams)
+	list := call[ListConversationsResult](t, c, MethodConversationsList, nil)
+	if len(list.Conversations) != 1 {
+		t.Fatalf("a refused prompt was stored: %+v", list.Conversations)
+	}
+	got := call[GetConversationResult](t, c, MethodConversationsGet, ConversationParams{ConversationID: res.ConversationID})
+	if len(got.Messages) != 2 || got.Messages[0].Content != "PLAIN" {
+		t.Fatalf("messages after a refused edit %+v", got.Messages)
+	}
+}
+
+// A cancel while the agent is still initializing ends the turn cancelled
+// without waiting for initialize, and the starting process group is killed.
+func TestCancelWhileAgentStarts(t *testing.T) {
+	pidfile := filepath.Join(t.TempDir(), "child.pid")
+	e := newRealEnvWith(t, map[string]string{"TESTAGENT_INIT_DELAY_MS": "60000", "TESTAGENT_CHILD_PIDFILE": pidfile}, nil)
+	c := e.dial("a")
+	res := call[SendResult](t, c, MethodChatSend, SendParams{Agent: "test", Text: "PLAIN hi"})
+	child := waitPIDFile(t, pidfile)
+	if r := call[CancelResult](t, c, MethodChatCancel, ConversationParams{ConversationID: res.ConversationID}); !r.Cancelled {
+		t.Fatal("cancel reported false")
+	}
+	log := collect(t, c, res.TurnID, nil)
+	if got := log.terminal(); got.Type != transcript.EvTurnCompleted || got.StopReason != "cancelled" {
+		t.Fatalf("terminal %+v", got)
+	}
+	eventually(t, "the starting agent's process group is killed", func() bool { return processGone(child) })
+	if n := e.srv.liveAgents(); n != 0 {
+		t.Fatalf("%d live agents after a cancelled start", n)
+	}
+}
+
+// An agent whose session/new fails is stopped, not kept for the daemon's
+// lifetime.
+func TestFailedSessionStopsAgent(t *testing.T) {
+	e := newEnv(t, func(o *Options) {
+		o.LoadRegistry = func() (AgentRegistry, error) { return fakeRegistry{names: []string{"nosession"}}, nil }
+	})
+	c := e.dial("a")
+	for range 3 {
+		res := call[SendResult](t, c, MethodChatSend, SendParams{Agent: "nosession", Text: "PLAIN"})
+		log := collect(t, c, res.TurnID, nil)
+		if got := log.terminal(); got.Type != transcript.EvTurnFailed || !strings.Contains(got.Message, "Authentication required") {
+			t.Fatalf("terminal %+v", got)
+		}
+	}
+	e.fake.mu.Lock()
+	defer e.fake.mu.Unlock()
+	if len(e.fake.agents) != 3 {
+		t.Fatalf("%d agents started", len(e.fake.agents))
+	}
+	for i, a := range e.fake.agents {
+		if !a.closed.Load() {
+			t.Errorf("agent %d still running after its session/new failed", i)
+		}
+	}
+	if n := e.srv.liveAgents(); n != 0 {
+		t.Fatalf("%d live agents", n)
+	}
+}
+
+// An agent process that serves no turn for AgentIdleTimeout is stopped; the
+// next turn starts a new one and goes on with the conversation.
+func TestIdleAgentReaped(t *testing.T) {
+	pidfile := filepath.Join(t.TempDir(), "child.pid")
+	e := newRealEnvWith(t, map[string]string{"TESTAGENT_CHILD_PIDFILE": pidfile}, func(o *Options) { o.AgentIdleTimeout = 300 * time.Millisecond })
+	c := e.dial("a")
+	res := call[SendResult](t, c, MethodChatSend, SendParams{Agent: "test", Text: "PLAIN hi"})
+	if got := collect(t, c, res.TurnID, nil).terminal(); got.Type != transcript.EvTurnCompleted {
+		t.Fatalf("terminal %+v", got)
+	}
+	child := waitPIDFile(t, pidfile)
+	eventually(t, "the idle agent is stopped", func() bool { return e.srv.liveAgents() == 0 && processGone(child) })
+	os.Remove(pidfile)
+	res2 := call[SendResult](t, c, MethodChatSend, SendParams{ConversationID: res.ConversationID, Text: "PLAIN again"})
+	if got := collect(t, c, res2.TurnID, nil).terminal(); got.Type != transcript.EvTurnCompleted {
+		t.Fatalf("second turn %+v", got)
+	}
+}
+
+// Starting an agent process over MaxAgents stops the least recently used
+// idle one.
+func TestMaxAgents(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.MaxAgents = 2 })
+	c := e.dial("a")
+	for i := range 3 {
+		res := call[SendResult](t, c, MethodChatSend, SendParams{Text: "PLAIN"})
+		collect(t, c, res.TurnID, nil)
+		if n := e.srv.liveAgents(); n > 2 {
+			t.Fatalf("after conversation %d: %d live agents, cap 2", i, n)
+		}
+	}
+	e.fake.mu.Lock()
+	defer e.fake.mu.Unlock()
+	if len(e.fake.agents) != 3 {
+		t.Fatalf("%d agents started", len(e.fake.agents))
+	}
+	eventually(t, "the least recently used agent is stopped", func() bool { return e.fake.agents[0].closed.Load() })
+	if e.fake.agents[1].closed.Load() || e.fake.agents[2].closed.Load() {
+		t.Fatal("a recently used agent was stopped")
+	}
+}
