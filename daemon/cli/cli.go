@@ -1,6 +1,6 @@
 // Package cli is the ochatd command line: flags and subcommands (serve,
 // connect, agents, trust, chat, conversations, show, sessions, export, import,
-// validate, doctor). Every subcommand that
+// rename, delete, validate, doctor). Every subcommand that
 // reads or changes state is a client of the workspace daemon over its socket
 // (started on demand, as `ochatd connect` does), so the CLI exercises the
 // same path as the editors.
@@ -52,7 +52,9 @@ func Main(ctx context.Context, env *Env, args []string, extra ...Command) int {
 		{"show", "print a conversation, or a terminal session's transcript (native id or session file)", runShowRef},
 		{"sessions", "list terminal-started sessions and conversations, newest first", runSessions},
 		{"export", "export a conversation or terminal session (--format events|markdown|json, -o FILE)", runExport},
-		{"import", "import a session event log as a new conversation (--title T)", runImport},
+		{"import", "import a session event log (or open a native session file) as a new conversation (--title T)", runImport},
+		{"rename", "rename a conversation (CONVERSATION_ID TITLE)", runRename},
+		{"delete", "delete a conversation (CONVERSATION_ID)", runDelete},
 		{"validate", "check a session event log; one line per violation, exit 1 if any", runValidate},
 		{"apply", "apply a turn's file changes again (CONVERSATION_ID [MESSAGE_ID [PATH...]], --force)", runApply},
 		{"revert", "revert a turn's file changes (CONVERSATION_ID [MESSAGE_ID [PATH...]], --force)", runRevert},

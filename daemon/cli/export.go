@@ -1,12 +1,17 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strings"
+
+	"go.lsp.dev/jsonrpc2"
 
 	"github.com/ochat-dev/ochat/daemon"
 	"github.com/ochat-dev/ochat/transcript"
@@ -77,6 +82,105 @@ func runExport(ctx context.Context, env *Env, args []string) int {
 
 var errNotTried = errors.New("not tried")
 
+// maxProblems is how many validator problems a refused import lists.
+const maxProblems = 5
+
+// importNonLog handles a file without one importable event: a native
+// session file is opened through ochat/sessions/open; anything else is
+// refused with the validator's first problems.
+func importNonLog(ctx context.Context, env *Env, cl *daemon.Client, name string, data []byte, asJSON bool) int {
+	if name != "-" {
+		if abs, err := filepath.Abs(name); err == nil {
+			var res daemon.OpenSessionResult
+			if err := cl.Call(ctx, daemon.MethodSessionsOpen, daemon.SessionRefParams{Path: abs}, &res); err == nil {
+				if asJSON {
+					return printJSON(env, res)
+				}
+				agent := ""
+				if res.Conversation.Native != nil {
+					agent = res.Conversation.Native.Agent + " "
+				}
+				verb := "opened"
+				if !res.Created {
+					verb = "already opened as"
+				}
+				fmt.Fprintf(env.Stderr, "ochatd import: %s is a native %ssession, not an event log: %s a conversation through ochat/sessions/open\n", name, agent, verb)
+				fmt.Fprintf(env.Stdout, "%s\t%d messages\t%s\n", res.ConversationID, len(res.Messages), res.Conversation.Title)
+				return 0
+			}
+		}
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return fail(env, "import %s: the file is empty; nothing was imported", name)
+	}
+	vs := transcript.Validate(data)
+	fmt.Fprintf(env.Stderr, "ochatd: import %s: not a session event log (no valid event) and not a native session file; nothing was imported\n", name)
+	for i, v := range vs {
+		if i == maxProblems {
+			fmt.Fprintf(env.Stderr, "  … %d more (ochatd validate %s)\n", len(vs)-maxProblems, name)
+			break
+		}
+		fmt.Fprintf(env.Stderr, "  %s:%d: %s\n", name, v.Line, v.Message)
+	}
+	return 1
+}
+
+// runRename is `ochatd rename CONVERSATION_ID TITLE...`.
+func runRename(ctx context.Context, env *Env, args []string) int {
+	var c common
+	fs := newFlags(env, "rename", &c, false)
+	pos, err := parse(fs, args)
+	if err != nil {
+		return exitFlag(err)
+	}
+	if len(pos) < 2 {
+		fmt.Fprintln(env.Stderr, "usage: ochatd rename [--workspace DIR] CONVERSATION_ID TITLE")
+		return 2
+	}
+	title := strings.Join(pos[1:], " ")
+	return convCall(ctx, env, c, daemon.MethodConversationsRename, daemon.RenameParams{ConversationID: pos[0], Title: &title},
+		fmt.Sprintf("renamed %s to %q", pos[0], title))
+}
+
+// runDelete is `ochatd delete CONVERSATION_ID`.
+func runDelete(ctx context.Context, env *Env, args []string) int {
+	var c common
+	fs := newFlags(env, "delete", &c, false)
+	pos, err := parse(fs, args)
+	if err != nil {
+		return exitFlag(err)
+	}
+	if len(pos) != 1 {
+		fmt.Fprintln(env.Stderr, "usage: ochatd delete [--workspace DIR] CONVERSATION_ID")
+		return 2
+	}
+	return convCall(ctx, env, c, daemon.MethodConversationsDelete, daemon.ConversationParams{ConversationID: pos[0]},
+		"deleted "+pos[0])
+}
+
+// convCall makes one conversation request through the daemon and prints
+// done on success.
+func convCall(ctx context.Context, env *Env, c common, method string, params any, done string) int {
+	ws, err := c.resolve()
+	if err != nil {
+		return fail(env, "%v", err)
+	}
+	cl, err := dial(ctx, env, ws)
+	if err != nil {
+		return fail(env, "%v", err)
+	}
+	defer cl.Close()
+	if err := cl.Call(ctx, method, params, nil); err != nil {
+		var je *jsonrpc2.Error
+		if errors.As(err, &je) {
+			return fail(env, "%s", je.Message)
+		}
+		return fail(env, "%s: %v", method, err)
+	}
+	fmt.Fprintln(env.Stdout, done)
+	return 0
+}
+
 // readInput reads FILE, or stdin for "-".
 func readInput(env *Env, name string) ([]byte, error) {
 	if name == "-" {
@@ -88,7 +192,11 @@ func readInput(env *Env, name string) ([]byte, error) {
 // runImport is `ochatd import FILE [--title T]`: a session event log
 // (JSON Lines; "-" reads stdin) becomes a new conversation through
 // ochat/import. Lines that could not be imported are listed on stderr as
-// FILE:LINE: reason; the rest is imported.
+// FILE:LINE: reason; the rest is imported. A file with no valid event is
+// refused (exit 1, nothing created) with the validator's first problems,
+// unless it is a native session file (Claude, Codex, Gemini, OpenCode, pi):
+// that is opened through ochat/sessions/open (which links, not copies, the
+// native session) and the output says so.
 func runImport(ctx context.Context, env *Env, args []string) int {
 	var c common
 	fs := newFlags(env, "import", &c, true)
@@ -114,6 +222,9 @@ func runImport(ctx context.Context, env *Env, args []string) int {
 		return fail(env, "%v", err)
 	}
 	defer cl.Close()
+	if ir := transcript.Import(data); len(ir.Messages) == 0 {
+		return importNonLog(ctx, env, cl, pos[0], data, c.json)
+	}
 	events, _ := json.Marshal(string(data))
 	var res daemon.ImportConversationResult
 	if err := cl.Call(ctx, daemon.MethodImport, daemon.ImportParams{Events: events, Title: *title}, &res); err != nil {
