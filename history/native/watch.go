@@ -96,6 +96,16 @@ type follow struct {
 // NewWatcher starts watching. Events arrive on Events() until ctx ends or
 // Close is called; then the channel is closed.
 func NewWatcher(ctx context.Context, opts WatchOptions) (*Watcher, error) {
+	w, err := newWatcher(opts)
+	if err != nil {
+		return nil, err
+	}
+	go w.loop(ctx)
+	return w, nil
+}
+
+// newWatcher adds the watches; events are read once loop runs.
+func newWatcher(opts WatchOptions) (*Watcher, error) {
 	if opts.Debounce <= 0 {
 		opts.Debounce = 25 * time.Millisecond
 	}
@@ -114,7 +124,6 @@ func NewWatcher(ctx context.Context, opts WatchOptions) (*Watcher, error) {
 		follows: map[string]*follow{}, watched: map[string]os.FileInfo{}, failing: map[string]bool{}, pending: map[string]int64{}, codex: map[string]bool{},
 	}
 	w.resolve()
-	go w.loop(ctx)
 	return w, nil
 }
 

@@ -190,3 +190,82 @@ func TestWatchFolderRecreated(t *testing.T) {
 		next(t, w, kind(WatchChanged, p))
 	}
 }
+
+// A store root deleted and made again while the watcher is behind: its
+// resolve runs when the new ~/.claude exists but not yet projects/, so it
+// watches the new ~/.claude; fsnotify then drops the old projects/ watch's
+// IN_DELETE_SELF (its parent path is watched), and no event says that the
+// projects/ watch is dead. The events that do come (~/.claude deleted,
+// created) must make the watcher drop it and watch the new folder, so a
+// project folder deleted and made again later is still seen. The order is
+// fixed: the events queue in the kernel while the loop is not yet running
+// (fsnotify handles them one at a time as the loop takes them).
+func TestWatchRootReplacedWhileBehind(t *testing.T) {
+	home := cleanAbs(t.TempDir())
+	ws := cleanAbs(t.TempDir())
+	enc, _ := ClaudeProjectDirName(ws)
+	claude := filepath.Join(home, ".claude")
+	proj := filepath.Join(claude, "projects", enc)
+	writeFile(t, filepath.Join(proj, "s0.jsonl"), claudeSessionLines("s0", ws, "zero", "2026-01-01T00:00:00Z"))
+	w, err := newWatcher(WatchOptions{Env: Env{Home: home}, Workspace: ws, Recheck: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+
+	if err := os.RemoveAll(claude); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(claude, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w.rescan(time.Now().UnixMilli()) // behind: sees ~/.claude, no projects/ yet
+	s1 := filepath.Join(proj, "s1.jsonl")
+	writeFile(t, s1, claudeSessionLines("s1", ws, "one", "2026-01-02T00:00:00Z"))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go w.loop(ctx)
+	next(t, w, kind(WatchChanged, s1))
+
+	// The project folder alone, deleted: the loss is reported, and only
+	// once the watcher has handled it (the removed notice comes after the
+	// debounce) is the folder made again, so only a live watch on
+	// projects/ can see it.
+	if err := os.RemoveAll(proj); err != nil {
+		t.Fatal(err)
+	}
+	next(t, w, kind(WatchRemoved, s1))
+	s2 := filepath.Join(proj, "s2.jsonl")
+	writeFile(t, s2, claudeSessionLines("s2", ws, "two", "2026-01-03T00:00:00Z"))
+	next(t, w, kind(WatchChanged, s2))
+}
+
+// The periodic re-check is the backstop for a watch lost without any
+// event: a store folder that is not watched is found and its files are
+// reported.
+func TestWatchRecheck(t *testing.T) {
+	home := cleanAbs(t.TempDir())
+	ws := cleanAbs(t.TempDir())
+	enc, _ := ClaudeProjectDirName(ws)
+	proj := filepath.Join(home, ".claude", "projects", enc)
+	if err := os.MkdirAll(proj, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w, err := newWatcher(WatchOptions{Env: Env{Home: home}, Workspace: ws, Recheck: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	// lose the watch of the project folder without an event
+	w.unwatch(proj)
+	p := filepath.Join(proj, "s1.jsonl")
+	writeFile(t, p, claudeSessionLines("s1", ws, "one", "2026-01-02T00:00:00Z"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go w.loop(ctx)
+	next(t, w, kind(WatchChanged, p))
+	// watched again: an append is seen as it happens
+	appendFile(t, p, claudeSessionLines("s1b", ws, "more", "2026-01-02T00:01:00Z"))
+	next(t, w, kind(WatchChanged, p))
+}
