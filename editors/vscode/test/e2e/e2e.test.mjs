@@ -419,3 +419,25 @@ e2e('edit a prompt inline, then retry the answer, from the message toolbar', asy
   assert.equal(await f.locator('.msg').count(), 2);
   assert.match(await f.locator('.msg.assistant .content').innerText(), /edited answer/);
 });
+
+e2e('config pickers: a model picked before the first prompt is the session\'s from its first turn', async () => {
+  await runCommand('ochat: New Conversation');
+  const f = await chatFrame();
+  await waitFor(async () => (await f.locator('.msg').count()) === 0, 'an empty conversation');
+  // The test agent's pickers as last seen (earlier turns reported them over ACP), before any session exists here.
+  const model = f.locator('select.cfg[data-config="model"]');
+  await model.waitFor({ timeout: 10000 });
+  assert.deepEqual(await model.locator('option').allInnerTexts(), ['Fast', 'Smart']);
+  await model.selectOption('smart');
+  await f.locator('textarea.input').fill('CONFIG');
+  await f.locator('textarea.input').press('Enter');
+  await waitFor(async () => /mode=\w+ model=smart/.test(await f.locator('.msg.assistant .content').last().innerText()), 'the session runs with the picked model');
+  await waitFor(async () => (await f.locator('.msg.assistant.streaming').count()) === 0, 'turn end');
+  // In the conversation, a change applies to the live session.
+  await f.locator('select.cfg[data-config="mode"]').selectOption('plan');
+  await f.locator('textarea.input').fill('CONFIG');
+  await f.locator('textarea.input').press('Enter');
+  await waitFor(async () => /mode=plan model=smart/.test(await f.locator('.msg.assistant .content').last().innerText()), 'the live session took the mode');
+  assert.equal(await f.locator('select.cfg[data-config="model"]').inputValue(), 'smart');
+  await page.locator('body').screenshot({ path: join(artifacts, 'e2e-config.png') });
+});
