@@ -245,7 +245,7 @@ export class ChatController implements vscode.Disposable {
     if (this.following) throw new Error('a terminal session is read-only here: Continue it first');
     if (this.model.readOnly) this.model.readOnly = false;
     attachments = await this.storeAttachments(attachments);
-    const conversationId = this.model.conversation?.id || (await this.applySticky(agent));
+    const conversationId = this.model.conversation?.id || (await this.applySticky(agent, text));
     this.pendingSend = true;
     let res: SendResult;
     try {
@@ -275,10 +275,10 @@ export class ChatController implements vscode.Disposable {
    * turn (the daemon replays remembered values into a new session). Returns
    * the conversation id, or undefined when nothing was picked (send creates it).
    */
-  private async applySticky(agent: string | undefined): Promise<string | undefined> {
+  private async applySticky(agent: string | undefined, prompt: string): Promise<string | undefined> {
     const picks = agent ? this.sticky[agent] : undefined;
     if (!agent || !picks || !Object.keys(picks).length) return undefined;
-    const id = await this.createConversation();
+    const id = await this.createConversation(titleFrom(prompt));
     for (const [configId, value] of Object.entries(picks)) {
       try {
         await this.rpc.request<SetConfigResult>(Methods.agentSetConfig, { conversationId: id, agent, configId, value });
@@ -292,9 +292,9 @@ export class ChatController implements vscode.Disposable {
     return id;
   }
 
-  /** createConversation creates an empty conversation (ochat/conversations/create), shows it and subscribes to it. */
-  private async createConversation(): Promise<string> {
-    const res = await this.rpc.request<{ conversation: Conversation }>(Methods.conversationsCreate, {});
+  /** createConversation creates an empty conversation (ochat/conversations/create) titled title, shows it and subscribes to it. */
+  private async createConversation(title: string): Promise<string> {
+    const res = await this.rpc.request<{ conversation: Conversation }>(Methods.conversationsCreate, { title });
     const conv = res.conversation;
     await this.rpc.request(Methods.subscribe, { conversationId: conv.id });
     this.model.conversation = conv;
@@ -562,4 +562,19 @@ async function findWorkspaceFiles(query: string): Promise<string[]> {
   const q = query.replace(/[\\[\]{}*?]/g, '');
   const uris = await vscode.workspace.findFiles(q ? `**/*${q}*` : '**/*', '**/{node_modules,.git}/**', 50);
   return uris.map((u) => vscode.workspace.asRelativePath(u, false)).sort((a, b) => a.length - b.length);
+}
+
+/**
+ * titleFrom is the title the daemon gives a conversation created by a send
+ * (daemon/methods.go titleFrom): the prompt's first non-blank line, spaces
+ * collapsed, at most 60 characters (cut at a word after the 30th, then "…").
+ */
+export function titleFrom(text: string): string {
+  const line = (text.split('\n').map((l) => l.trim()).find((l) => l !== '') ?? '').split(/\s+/).filter(Boolean).join(' ');
+  const chars = [...line];
+  if (chars.length <= 60) return line;
+  let cut = chars.slice(0, 60).join('');
+  const i = cut.lastIndexOf(' ');
+  if (i > 30) cut = cut.slice(0, i);
+  return cut + '…';
 }

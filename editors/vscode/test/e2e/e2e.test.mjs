@@ -432,6 +432,7 @@ e2e('config pickers: a model picked before the first prompt is the session\'s fr
   await f.locator('textarea.input').fill('CONFIG');
   await f.locator('textarea.input').press('Enter');
   await waitFor(async () => /mode=\w+ model=smart/.test(await f.locator('.msg.assistant .content').last().innerText()), 'the session runs with the picked model');
+  assert.equal(await f.locator('.header .title').innerText(), 'CONFIG');
   await waitFor(async () => (await f.locator('.msg.assistant.streaming').count()) === 0, 'turn end');
   // In the conversation, a change applies to the live session.
   await f.locator('select.cfg[data-config="mode"]').selectOption('plan');

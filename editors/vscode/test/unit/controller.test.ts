@@ -3,7 +3,7 @@ import { test, beforeEach } from 'node:test';
 import * as assert from 'node:assert/strict';
 import { recorded, reset } from './fakeVscode';
 import { FakeRpc } from './fakeRpc';
-import { ChatController } from '../../src/ui/chatController';
+import { ChatController, titleFrom } from '../../src/ui/chatController';
 import type { HostMessage } from '../../src/ui/messages';
 import type { PermissionParams } from '../../src/model/protocol';
 
@@ -199,6 +199,7 @@ test('config options: set in the open conversation; before one, remembered and a
   rpc.handlers.set('ochat/chat/send', (p) => ({ conversationId: p.conversationId, userMessageId: 'U2', assistantMessageId: 'A2', turnId: 'A2' }));
   const n = rpc.requests.length;
   await c.handle({ type: 'send', text: 'CONFIG', agent: 'test' });
+  assert.deepEqual(rpc.requests[n].params, { title: 'CONFIG' }, 'titled like a conversation created by send');
   assert.deepEqual(rpc.requests.slice(n).map((r) => [r.method, r.params.conversationId, r.params.configId]), [
     ['ochat/conversations/create', undefined, undefined],
     ['ochat/subscribe', 'C2', undefined],
@@ -341,4 +342,14 @@ test('agent state is kept per conversation for the next window', async () => {
   const c2 = new ChatController(rpc, hooks); // a reloaded window
   await c2.open('C1');
   assert.deepEqual(c2.model.agentState.test.commands, [{ name: 'review' }]);
+});
+
+test('titleFrom gives a created conversation the title send would', () => {
+  for (const [input, want] of [
+    ['fix the parser', 'fix the parser'],
+    ['\n  \n  first   line  \nsecond', 'first line'],
+    ['a'.repeat(61), 'a'.repeat(60) + '…'],
+    ['word '.repeat(20), 'word word word word word word word word word word word word…'],
+    ['', ''],
+  ]) assert.equal(titleFrom(input), want, JSON.stringify(input));
 });

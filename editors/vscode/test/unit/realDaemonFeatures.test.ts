@@ -67,12 +67,14 @@ const text = (m?: Message) => (m?.segments ?? []).filter((s) => s.type === 'cont
 
 test('real ochatd: a config pick before the first prompt sticks; a pick in the conversation applies live', { skip }, async (t) => {
   const w = await world(t);
-  const { c, posted } = await w.connect();
+  const { c, posted, client } = await w.connect();
   await c.handle({ type: 'setConfig', agent: 'test', configId: 'model', value: 'smart' });
   assert.ok(!posted.some((m) => m.type === 'error'), JSON.stringify(posted.filter((m) => m.type === 'error')));
   await c.send('CONFIG', 'test');
   await until(() => !c.model.running, 'turn end');
   assert.equal(text(c.model.messages.at(-1)), 'mode=default model=smart', 'the first session starts with the pick');
+  const conv = await client.request<{ conversation: { title: string } }>('ochat/conversations/get', { conversationId: c.model.conversation!.id });
+  assert.equal(conv.conversation.title, 'CONFIG', 'titled like a conversation created by send');
   // The open conversation: the agent's pickers arrived (ochat/agentState) and a change applies to the live session.
   await until(() => !!c.model.agentState.test?.configOptions?.length, 'agent state');
   assert.deepEqual(c.model.agentState.test.configOptions!.map((o) => [o.id, o.currentValue]), [['mode', 'default'], ['model', 'smart']]);
