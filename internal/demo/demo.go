@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -49,7 +50,25 @@ type Options struct {
 // agent create hello.txt, so the user sees the stream, a tool call, the
 // permission question and the file change; then it shows the file and
 // stops the daemon. Everything but the npm cache is removed unless Keep.
+//
+// Cleanup (stop the daemon, remove the folder) runs on every path: an
+// interrupt, SIGTERM or SIGHUP, and a closed output (`ochatd demo | head`:
+// SIGPIPE is caught so a write fails with EPIPE instead of killing the
+// process) all cancel ctx and return an error saying what happened.
 func Run(ctx context.Context, o Options) (err error) {
+	// Stop is deferred first so it runs last, after the cleanup.
+	pipe := make(chan os.Signal, 1)
+	signal.Notify(pipe, syscall.SIGPIPE)
+	defer signal.Stop(pipe)
+	ctx, stopSignals := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer stopSignals()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer func() {
+		if err != nil && context.Cause(ctx) != nil {
+			err = fmt.Errorf("demo: stopped (%w); the daemon was stopped and the temporary folder removed", context.Cause(ctx))
+		}
+	}()
 	if o.In == nil {
 		o.In = os.Stdin
 	}
@@ -59,6 +78,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	if o.Err == nil {
 		o.Err = os.Stderr
 	}
+	o.Out = &pipeWriter{w: o.Out, cancel: cancel}
 	if o.Exe == "" {
 		if o.Exe, err = os.Executable(); err != nil {
 			return fmt.Errorf("demo: find the ochatd binary: %w", err)
@@ -132,11 +152,18 @@ func Run(ctx context.Context, o Options) (err error) {
 	chatArgs = append(chatArgs, prompt)
 	say("$ ochatd %s", strings.Join(quoteArgs(chatArgs), " "))
 	chat := exec.CommandContext(ctx, o.Exe, chatArgs...)
+	// On cancel, interrupt chat (it cancels the turn and exits) rather
+	// than kill it; a terminal's Ctrl-C reaches it directly too.
+	chat.Cancel = func() error { return chat.Process.Signal(os.Interrupt) }
+	chat.WaitDelay = 5 * time.Second
 	chat.Env = w.env
 	chat.Dir = w.workspace
 	convID := &convIDWriter{w: o.Err}
 	chat.Stdin, chat.Stdout, chat.Stderr = o.In, o.Out, convID
 	chatErr := chat.Run()
+	if cause := context.Cause(ctx); cause != nil {
+		return cause
+	}
 	say("")
 
 	b, ferr := os.ReadFile(target)
@@ -154,7 +181,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	if chatErr != nil {
 		return fmt.Errorf("demo: ochatd chat: %w (daemon log: %s)", chatErr, lastLines(w.logPath, 20))
 	}
-	say("• the fake model answered %d requests", len(model.ModelRequests()))
+	say("• the fake model answered %s", plural(len(model.ModelRequests()), "request"))
 	if id := convID.id(); id != "" {
 		say("• the daemon stored the conversation; `ochatd show` prints it back from the store:")
 		say("")
@@ -303,6 +330,33 @@ func lastLines(path string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return "\n" + string(bytes.Join(lines, []byte("\n")))
+}
+
+// errOutputClosed is the cancel cause when the reader of the demo's
+// output went away.
+var errOutputClosed = errors.New("output closed")
+
+// pipeWriter cancels the demo when a write fails because the reader went
+// away (EPIPE).
+type pipeWriter struct {
+	w      io.Writer
+	cancel context.CancelCauseFunc
+}
+
+func (p *pipeWriter) Write(b []byte) (int, error) {
+	n, err := p.w.Write(b)
+	if errors.Is(err, syscall.EPIPE) {
+		p.cancel(errOutputClosed)
+	}
+	return n, err
+}
+
+// plural renders "1 request", "2 requests".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // quoteArgs quotes arguments that contain spaces, for display.
