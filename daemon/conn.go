@@ -347,6 +347,9 @@ func (c *client) dispatch(ctx context.Context, method string, params json.RawMes
 			return nil, err
 		}
 		return s.cancel(p.ConversationID)
+	case MethodDaemonStop:
+		s.stopDaemon()
+		return struct{}{}, nil
 	case MethodSubscribe:
 		var p ConversationParams
 		if err := decodeParams(params, &p); err != nil {

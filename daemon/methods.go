@@ -24,7 +24,52 @@ func (s *Server) initializeResult() InitializeResult {
 	r.ServerInfo = &protocol.ServerInfo{Name: "ochatd", Version: s.opts.Version}
 	r.Workspace = s.opts.Workspace
 	r.ProtocolVersion = ProtocolVersion
+	env := s.nativeEnv()
+	r.Daemon = DaemonInfo{PID: os.Getpid(), StartedAt: s.startedAt.UnixMilli(), StoreEnv: map[string]string{}}
+	for k, v := range map[string]string{
+		"HOME": env.Home, "CLAUDE_CONFIG_DIR": env.ClaudeConfigDir, "CODEX_HOME": env.CodexHome,
+		"GEMINI_CLI_HOME": env.GeminiCLIHome, "XDG_DATA_HOME": env.XDGDataHome, "OPENCODE_DATA_DIR": env.OpenCodeDataDir,
+		"PI_CODING_AGENT_SESSION_DIR": env.PiSessionDir, "PI_CODING_AGENT_DIR": env.PiAgentDir,
+	} {
+		if v != "" {
+			r.Daemon.StoreEnv[k] = v
+		}
+	}
 	return r
+}
+
+// stopDaemon handles ochat/daemon/stop: running turns are cancelled and
+// given CancelGrace to end (then the rest is Close's "daemon stopped"),
+// then Serve returns; the caller (ochatd serve) closes the agents and
+// exits. It returns before the stop is done.
+func (s *Server) stopDaemon() {
+	s.mu.Lock()
+	var runs []*run
+	for _, t := range s.topics {
+		if t.run != nil {
+			runs = append(runs, t.run)
+		}
+	}
+	stop := s.idleStop
+	s.closed = true // no new turn or client
+	s.mu.Unlock()
+	s.log.Info("stop requested", "runningTurns", len(runs))
+	go func() {
+		for _, r := range runs {
+			r.requestCancel()
+		}
+		done := make(chan struct{})
+		go func() { s.turns.Wait(); close(done) }()
+		t := time.NewTimer(s.opts.CancelGrace)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+		}
+		if stop != nil {
+			stop()
+		}
+	}()
 }
 
 // registry loads the agent registry afresh (settings or trust may have

@@ -3,6 +3,7 @@ package daemon
 import (
 	"encoding/json"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -192,5 +193,77 @@ func TestMaxAgents(t *testing.T) {
 	eventually(t, "the least recently used agent is stopped", func() bool { return e.fake.agents[0].closed.Load() })
 	if e.fake.agents[1].closed.Load() || e.fake.agents[2].closed.Load() {
 		t.Fatal("a recently used agent was stopped")
+	}
+}
+
+// waitPermission reads c's notifications until an ochat/permission arrives.
+func waitPermission(t testing.TB, c *Client) PermissionParams {
+	t.Helper()
+	ctx := ctxT(t)
+	for {
+		n, err := c.Next(ctx)
+		if err != nil {
+			t.Fatalf("waiting for a permission: %v", err)
+		}
+		if n.Method == NotifyPermission {
+			var p PermissionParams
+			if err := json.Unmarshal(n.Params, &p); err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}
+	}
+}
+
+// A permission pending when the only client goes away survives a reconnect
+// within PermissionTimeout, and is answered cancelled (ending the turn) when
+// no client comes back in time.
+func TestPermissionTimeoutWithoutClients(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		timeout   time.Duration
+		reconnect bool
+	}{
+		{"reconnect in time", time.Hour, true},
+		{"nobody comes back", 200 * time.Millisecond, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, func(o *Options) { o.PermissionTimeout = tc.timeout })
+			nc, err := net.Dial("unix", e.sock)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, err := NewClient(ctxT(t), nc, "a", "test")
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := call[SendResult](t, a, MethodChatSend, SendParams{Text: "WRITE hello.txt"})
+			waitPermission(t, a)
+			nc.Close()
+			if tc.reconnect {
+				b := e.dial("b")
+				sub := call[SubscribeResult](t, b, MethodSubscribe, ConversationParams{ConversationID: res.ConversationID})
+				if sub.Running == nil || len(sub.Permissions) != 1 {
+					t.Fatalf("after a reconnect: running %v, permissions %+v", sub.Running, sub.Permissions)
+				}
+				call[struct{}](t, b, MethodPermissionRespond, RespondParams{PermissionID: sub.Permissions[0].PermissionID, OptionID: "allow"})
+				if got := collect(t, b, res.TurnID, nil).terminal(); got.Type != transcript.EvTurnCompleted || got.StopReason != "end_turn" {
+					t.Fatalf("terminal %+v", got)
+				}
+				return
+			}
+			eventually(t, "the turn ends with no client", func() bool {
+				m, err := e.store.Messages(res.ConversationID)
+				return err == nil && len(m) == 2 && m[1].Status != transcript.StatusStreaming
+			})
+			m, _ := e.store.Messages(res.ConversationID)
+			if m[1].Status != transcript.StatusCancelled {
+				t.Fatalf("turn ended %+v", m[1])
+			}
+			b := e.dial("b")
+			if list := call[ListConversationsResult](t, b, MethodConversationsList, nil); list.Conversations[0].Running {
+				t.Fatal("conversation still running")
+			}
+		})
 	}
 }

@@ -929,6 +929,7 @@ func (h *agentHandler) RequestPermission(ctx context.Context, sessionID string, 
 	}
 	s.perms[p.params.PermissionID] = p
 	r.permOrder = append(r.permOrder, p.params.PermissionID)
+	s.armPermTimeoutLocked()
 	cancelled := r.cancelled
 	if t := s.topics[h.conv]; t != nil {
 		s.broadcastLocked(t, NotifyPermission, p.params)

@@ -93,6 +93,11 @@ type Options struct {
 	// MaxAgents caps the live agent processes: starting one more stops the
 	// least recently used idle one. 0 means DefaultMaxAgents, negative no cap.
 	MaxAgents int
+	// PermissionTimeout answers a pending permission request "cancelled"
+	// (and so ends its turn) once no client has been connected to the daemon
+	// for this long; a client that connects in time still sees it. 0 means
+	// DefaultPermissionTimeout, negative never.
+	PermissionTimeout time.Duration
 	// StartAgent starts agents; nil means agents.Start.
 	StartAgent StartAgentFunc
 	// LoadRegistry returns the agent registry, called on every send and
@@ -123,6 +128,8 @@ type Server struct {
 	baseCtx  context.Context // lifetime of turns and agent processes
 	stopBase context.CancelFunc
 
+	startedAt time.Time
+
 	idMu    sync.Mutex
 	entropy *ulid.MonotonicEntropy
 
@@ -134,6 +141,7 @@ type Server struct {
 	running  int
 	idle     *time.Timer
 	idleStop context.CancelFunc // ends the current Serve
+	permIdle *time.Timer        // PermissionTimeout with no client (perms.go)
 	turns    sync.WaitGroup
 	closed   bool
 
@@ -163,6 +171,9 @@ func New(opts Options) *Server {
 	if opts.AgentIdleTimeout == 0 {
 		opts.AgentIdleTimeout = DefaultAgentIdleTimeout
 	}
+	if opts.PermissionTimeout == 0 {
+		opts.PermissionTimeout = DefaultPermissionTimeout
+	}
 	if opts.MaxAgents == 0 {
 		opts.MaxAgents = DefaultMaxAgents
 	}
@@ -180,16 +191,17 @@ func New(opts Options) *Server {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
-		opts:     opts,
-		log:      opts.Logger,
-		store:    opts.Store,
-		baseCtx:  ctx,
-		stopBase: cancel,
-		entropy:  ulid.Monotonic(rand.Reader, 0),
-		clients:  make(map[*client]struct{}),
-		topics:   make(map[string]*topic),
-		perms:    make(map[string]*pendingPerm),
-		slots:    make(map[slotKey]*agentSlot),
+		opts:      opts,
+		log:       opts.Logger,
+		store:     opts.Store,
+		baseCtx:   ctx,
+		startedAt: time.Now(),
+		stopBase:  cancel,
+		entropy:   ulid.Monotonic(rand.Reader, 0),
+		clients:   make(map[*client]struct{}),
+		topics:    make(map[string]*topic),
+		perms:     make(map[string]*pendingPerm),
+		slots:     make(map[slotKey]*agentSlot),
 	}
 	if opts.AgentIdleTimeout > 0 {
 		go s.reapAgents()
@@ -252,6 +264,7 @@ func (s *Server) ServeConn(ctx context.Context, rwc io.ReadWriteCloser) {
 	}
 	s.clients[c] = struct{}{}
 	s.armIdleLocked()
+	s.armPermTimeoutLocked()
 	s.mu.Unlock()
 	c.run(ctx)
 	s.mu.Lock()
@@ -264,6 +277,7 @@ func (s *Server) ServeConn(ctx context.Context, rwc io.ReadWriteCloser) {
 	}
 	c.subs = nil
 	s.armIdleLocked()
+	s.armPermTimeoutLocked()
 	s.mu.Unlock()
 }
 

@@ -30,6 +30,7 @@ const (
 	MethodHistory             = "ochat/history"
 	MethodChatSend            = "ochat/chat/send"
 	MethodChatCancel          = "ochat/chat/cancel"
+	MethodDaemonStop          = "ochat/daemon/stop"
 	MethodSubscribe           = "ochat/subscribe"
 	MethodUnsubscribe         = "ochat/unsubscribe"
 	MethodPermissionRespond   = "ochat/permission/respond"
@@ -62,6 +63,20 @@ type InitializeResult struct {
 	protocol.InitializeResult
 	Workspace       string `json:"workspace"`       // absolute workspace root
 	ProtocolVersion int    `json:"protocolVersion"` // ProtocolVersion
+	// Daemon says which process answers and the environment it resolved.
+	Daemon DaemonInfo `json:"daemon"`
+}
+
+// DaemonInfo describes the running daemon process (initialize's daemon).
+type DaemonInfo struct {
+	PID       int   `json:"pid"`
+	StartedAt int64 `json:"startedAt"` // Unix ms
+	// StoreEnv is the environment the native session stores were resolved
+	// from (HOME, CLAUDE_CONFIG_DIR, CODEX_HOME, GEMINI_CLI_HOME,
+	// XDG_DATA_HOME, OPENCODE_DATA_DIR, PI_CODING_AGENT_SESSION_DIR,
+	// PI_CODING_AGENT_DIR); unset variables are left out. It stays what the
+	// daemon started with: `ochatd stop` then any command picks up a change.
+	StoreEnv map[string]string `json:"storeEnv"`
 }
 
 // ConversationInfo is a stored conversation plus whether a turn is running.

@@ -58,7 +58,9 @@ func Main(ctx context.Context, env *Env, args []string, extra ...Command) int {
 		{"validate", "check a session event log; one line per violation, exit 1 if any", runValidate},
 		{"apply", "apply a turn's file changes again (CONVERSATION_ID [MESSAGE_ID [PATH...]], --force)", runApply},
 		{"revert", "revert a turn's file changes (CONVERSATION_ID [MESSAGE_ID [PATH...]], --force)", runRevert},
-		{"doctor", "check what ochat needs and say how to fix what is missing", runDoctor},
+		{"cancel", "cancel the running turn of a conversation (CONVERSATION_ID)", runCancel},
+		{"stop", "stop the workspace daemon (it restarts on demand with the current environment)", runStop},
+		{"doctor", "check what ochat needs and say how to fix what is missing", runDoctorDaemon},
 	}
 	cmds = append(cmds, extra...)
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
