@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -171,5 +172,89 @@ func TestToolLine(t *testing.T) {
 	ct.toolLine(seg("t2", "Read x", "pending"))
 	if got := ct.toolLine(seg("t2", "", "completed")); got != "[tool] Read x (completed)" {
 		t.Errorf("named earlier = %q", got)
+	}
+}
+
+// TestChatCancelledElsewhere: a turn cancelled by another client exits 2
+// and says so; show prints the status once.
+func TestChatCancelledElsewhere(t *testing.T) {
+	w := userAgentWorld(t)
+	type result struct {
+		code      int
+		out, errs string
+	}
+	done := make(chan result, 1)
+	go func() {
+		code, out, errs := w.run(t, "chat", "--agent", "test", "SLOW 400")
+		done <- result{code, out, errs}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	nc, err := daemon.Dial(ctx, daemon.DialOptions{Workspace: w.ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := daemon.NewClient(ctx, nc, "canceller", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var id string
+	for id == "" {
+		var res daemon.ListConversationsResult
+		if err := cl.Call(ctx, daemon.MethodConversationsList, nil, &res); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range res.Conversations {
+			if c.Running {
+				id = c.ID
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the chat turn never ran")
+		}
+		time.Sleep(20 * time.Millisecond) // poll, not an assertion
+	}
+	var cr daemon.CancelResult
+	if err := cl.Call(ctx, daemon.MethodChatCancel, daemon.ConversationParams{ConversationID: id}, &cr); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.code != exitCancelledElsewhere || !strings.Contains(r.errs, "cancelled by another client or the daemon") {
+		t.Errorf("exit %d, stderr:\n%s", r.code, r.errs)
+	}
+	code, out, _ := w.run(t, "show", id)
+	if code != 0 || !strings.Contains(out, "· cancelled") || strings.Contains(out, "cancelled (cancelled)") {
+		t.Errorf("show:\n%s", out)
+	}
+}
+
+// TestAskInterrupted: Ctrl-C while the permission question waits on a
+// terminal that never answers returns at once, answering cancelled.
+func TestAskInterrupted(t *testing.T) {
+	pr, pw := io.Pipe() // a terminal nobody types into
+	defer pw.Close()
+	ct := &chatTurn{env: &Env{Stderr: io.Discard}, stdin: pr, interrupted: make(chan struct{})}
+	got := make(chan daemon.RespondParams, 1)
+	go func() {
+		got <- ct.ask(daemon.PermissionParams{PermissionID: "p1", Options: []agents.PermissionOption{{OptionID: "allow", Name: "Allow", Kind: "allow_once"}}})
+	}()
+	close(ct.interrupted)
+	select {
+	case r := <-got:
+		if !r.Cancelled || r.PermissionID != "p1" {
+			t.Errorf("answer = %+v", r)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("ask still blocked on stdin after Ctrl-C")
+	}
+}
+
+func TestFailureHint(t *testing.T) {
+	var errb bytes.Buffer
+	ct := &chatTurn{env: &Env{Stdout: io.Discard, Stderr: &errb}, agent: "codex", atLineStart: true, interrupted: make(chan struct{})}
+	code := ct.end(transcript.Event{Type: transcript.EvTurnFailed, Message: "agent error: Authentication required"})
+	if code != 1 || !strings.Contains(errb.String(), "hint: run `codex login` or set OPENAI_API_KEY") {
+		t.Errorf("exit %d stderr %q", code, errb.String())
 	}
 }
