@@ -666,33 +666,6 @@ func (s *Server) listSessions(ctx context.Context, c *client) (any, error) {
 	return out, nil
 }
 
-// storeRoots are the directories the native stores of env can be in; a
-// path given by a client must be inside one of them.
-func storeRoots(env native.Env) []string {
-	var roots []string
-	add := func(parts ...string) {
-		if parts[0] != "" {
-			roots = append(roots, filepath.Join(parts...))
-		}
-	}
-	for _, d := range strings.Split(env.ClaudeConfigDir, ",") {
-		add(strings.TrimSpace(d))
-	}
-	add(env.Home, ".claude")
-	add(env.Home, ".config", "claude")
-	add(env.CodexHome)
-	add(env.Home, ".codex")
-	add(env.GeminiCLIHome, ".gemini")
-	add(env.Home, ".gemini")
-	add(env.OpenCodeDataDir)
-	add(env.XDGDataHome, "opencode")
-	add(env.Home, ".local", "share", "opencode")
-	add(env.PiSessionDir)
-	add(env.PiAgentDir)
-	add(env.Home, ".pi", "agent")
-	return roots
-}
-
 // resolved is p with symbolic links resolved as far as they exist.
 func resolved(p string) string {
 	if r, err := filepath.EvalSymlinks(p); err == nil {
@@ -701,24 +674,32 @@ func resolved(p string) string {
 	return filepath.Clean(p)
 }
 
-// checkStorePath refuses a path outside every native store (-32602). It
-// returns the path cleaned but otherwise as given, so that it matches the
-// paths the listing and the watcher use.
+// checkStorePath accepts a path to any existing file (or OpenCode's
+// "<db>#<ses_id>"), in a known store or not: the socket admits only this
+// user and the file is only read, so a session file copied elsewhere or
+// under a store this daemon's environment does not name reads as well. A
+// directory gets -32602, a missing file -32001; whether the file is a
+// session is left to the native readers. It returns the path cleaned but
+// otherwise as given, so that it matches the paths the listing and the
+// watcher use.
 func (s *Server) checkStorePath(env native.Env, path string) (string, error) {
 	file, frag, hasFrag := strings.Cut(path, "#")
 	file = filepath.Clean(file)
-	rp := resolved(file)
-	for _, root := range storeRoots(env) {
-		for _, r := range []string{root, resolved(root)} {
-			if strings.HasPrefix(rp, r+string(filepath.Separator)) || strings.HasPrefix(file, r+string(filepath.Separator)) {
-				if hasFrag {
-					return file + "#" + frag, nil
-				}
-				return file, nil
-			}
-		}
+	fi, err := os.Stat(file)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return "", notFound("no native session at %s", path)
+	case err != nil:
+		return "", fieldError("path", fmt.Sprintf("cannot be read: %v", err))
+	case fi.IsDir():
+		return "", fieldError("path", fmt.Sprintf("%s is a directory, not a session file", file))
+	case !fi.Mode().IsRegular():
+		return "", fieldError("path", fmt.Sprintf("%s is not a regular file", file))
 	}
-	return "", fieldError("path", fmt.Sprintf("%s is not inside a native session store (Claude, Codex, Gemini, OpenCode or pi)", path))
+	if hasFrag {
+		return file + "#" + frag, nil
+	}
+	return file, nil
 }
 
 // readNative reads the native session p names.
@@ -734,7 +715,7 @@ func (s *Server) readNative(ctx context.Context, p SessionRefParams) (*native.Tr
 		case errors.Is(err, os.ErrNotExist) || errors.Is(err, native.ErrNotFound):
 			return nil, notFound("no native session at %s", p.Path)
 		case err != nil:
-			return nil, fieldError("path", fmt.Sprintf("cannot be read as a native session: %v", err))
+			return nil, fieldError("path", fmt.Sprintf("cannot be read as a Claude, Codex, Gemini, OpenCode or pi session: %v", err))
 		}
 		return tr, nil
 	}

@@ -285,8 +285,11 @@ func TestSessionsBadInput(t *testing.T) {
 	}{
 		{"unknown id", MethodSessionsRead, SessionRefParams{SessionID: "11111111-2222-3333-4444-555555555555"}, CodeNotFound, "unknown native session"},
 		{"unknown id open", MethodSessionsOpen, SessionRefParams{SessionID: "nope"}, CodeNotFound, "unknown native session"},
-		{"path outside stores", MethodSessionsRead, SessionRefParams{Path: outside}, jsonrpc2.InvalidParams, "not inside a native session store"},
-		{"path outside stores follow", MethodSessionsFollow, SessionRefParams{Path: "/etc/passwd"}, jsonrpc2.InvalidParams, "not inside a native session store"},
+		{"not a session file", MethodSessionsRead, SessionRefParams{Path: outside}, jsonrpc2.InvalidParams, "cannot be read as a Claude, Codex"},
+		{"not a session file open", MethodSessionsOpen, SessionRefParams{Path: "/etc/passwd"}, jsonrpc2.InvalidParams, "cannot be read as a Claude, Codex"},
+		{"directory", MethodSessionsRead, SessionRefParams{Path: e.ws}, jsonrpc2.InvalidParams, "is a directory, not a session file"},
+		{"directory follow", MethodSessionsFollow, SessionRefParams{Path: e.ws}, jsonrpc2.InvalidParams, "is a directory, not a session file"},
+		{"missing file outside stores", MethodSessionsRead, SessionRefParams{Path: filepath.Join(e.ws, "gone.jsonl")}, CodeNotFound, "no native session"},
 		{"relative path", MethodSessionsOpen, SessionRefParams{Path: "x.jsonl"}, jsonrpc2.InvalidParams, "absolute"},
 		{"missing file in a store", MethodSessionsRead, SessionRefParams{Path: filepath.Join(filepath.Dir(nh.claudeFile), "gone.jsonl")}, CodeNotFound, "no native session"},
 		{"neither", MethodSessionsOpen, map[string]any{}, jsonrpc2.InvalidParams, "sessionId"},
@@ -570,5 +573,23 @@ func TestSessionsStartNativeWarmsCache(t *testing.T) {
 	}
 	if w, err := e.srv.watcher(); w == nil || err != nil {
 		t.Fatalf("watcher not started: %v", err)
+	}
+}
+
+// TestSessionsReadOutsideStores: a session file outside every store the
+// daemon's environment names (another CLAUDE_CONFIG_DIR, a copy) reads and
+// opens like one inside.
+func TestSessionsReadOutsideStores(t *testing.T) {
+	e, _ := newSessionsEnv(t)
+	c := e.dial("a")
+	elsewhere := filepath.Join(t.TempDir(), "other-config", "projects", "x", fixtureClaudeID+".jsonl")
+	copyFixture(t, "testdata/native/claude/"+fixtureClaudeID+".jsonl", elsewhere, e.ws)
+	res := call[SessionReadResult](t, c, MethodSessionsRead, SessionRefParams{Path: elsewhere})
+	if res.Agent != "claude" || res.ID != fixtureClaudeID || len(res.Messages) == 0 {
+		t.Fatalf("read %s: agent %q id %q, %d messages", elsewhere, res.Agent, res.ID, len(res.Messages))
+	}
+	open := call[OpenSessionResult](t, c, MethodSessionsOpen, SessionRefParams{Path: elsewhere})
+	if open.ConversationID == "" || len(open.Messages) == 0 {
+		t.Fatalf("open %+v", open)
 	}
 }
