@@ -423,6 +423,9 @@ func (t *chatTurn) ask(p daemon.PermissionParams) daemon.RespondParams {
 				fmt.Fprintln(w)
 				return reject("stdin closed (use --yes / --no in scripts)")
 			}
+			if !isTerminal(t.stdin) {
+				fmt.Fprintln(w, strings.TrimSpace(line)) // a terminal echoes the answer; a pipe does not
+			}
 			if id := matchOption(p.Options, line); id != "" {
 				resp.OptionID = id
 				return resp
@@ -431,6 +434,16 @@ func (t *chatTurn) ask(p daemon.PermissionParams) daemon.RespondParams {
 		}
 	}
 	return reject("no clear answer")
+}
+
+// isTerminal reports whether r is a character device (a terminal).
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 // readLines sends stdin's lines to ch and closes it at EOF or error.
