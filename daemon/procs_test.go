@@ -267,3 +267,56 @@ func TestPermissionTimeoutWithoutClients(t *testing.T) {
 		})
 	}
 }
+
+// A file change whose write did not happen (permission rejected or
+// cancelled, tool failed) is stored with status "rejected" and left out of
+// the summary's file counts; an allowed one is not.
+func TestRejectedFileChanges(t *testing.T) {
+	e := newRealEnv(t)
+	c := e.dial("a")
+	for _, tc := range []struct {
+		scenario string
+		answer   string // option id, or "" to cancel
+		want     string
+	}{
+		{"WRITE", "reject", FileRejected},
+		{"WRITE", "", FileRejected},
+		{"ASK", "reject", FileRejected},
+		{"ASK", "", FileRejected},
+		{"WRITE", "allow", ""},
+	} {
+		name := tc.scenario + "/" + tc.answer
+		res := call[SendResult](t, c, MethodChatSend, SendParams{Agent: "test", Text: tc.scenario + " f.txt one"})
+		log := collect(t, c, res.TurnID, func(n Notification) {
+			if n.Method != NotifyPermission {
+				return
+			}
+			var p PermissionParams
+			json.Unmarshal(n.Params, &p)
+			call[struct{}](t, c, MethodPermissionRespond, RespondParams{PermissionID: p.PermissionID, OptionID: tc.answer, Cancelled: tc.answer == ""})
+		})
+		got := call[GetConversationResult](t, c, MethodConversationsGet, ConversationParams{ConversationID: res.ConversationID})
+		m := got.Messages[len(got.Messages)-1]
+		var changes []transcript.Segment
+		for _, sg := range m.Segments {
+			if sg.Type == transcript.SegFileChange {
+				changes = append(changes, sg)
+			}
+		}
+		if len(changes) == 0 {
+			t.Fatalf("%s: no fileChange segment in %+v", name, m.Segments)
+		}
+		for _, sg := range changes {
+			if sg.Status != tc.want {
+				t.Errorf("%s: fileChange %s status %q, want %q", name, sg.Path, sg.Status, tc.want)
+			}
+		}
+		if ev := log.events[len(log.events)-2]; tc.want == FileRejected && (ev.Type != transcript.EvActivityUpsert || ev.Segment.Status != FileRejected) {
+			t.Errorf("%s: live clients were not told: event before the end %+v", name, ev)
+		}
+		if sum := transcript.Summarize(m); (sum.FileChanges == 0) != (tc.want == FileRejected) {
+			t.Errorf("%s: summary counts %d file changes", name, sum.FileChanges)
+		}
+		os.Remove(filepath.Join(e.ws, "f.txt"))
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	acp "github.com/coder/acp-go-sdk"
@@ -31,20 +32,23 @@ type run struct {
 	cancel context.CancelFunc
 
 	// guarded by Server.mu
-	red        *transcript.Reducer // assistant message, reduced live
-	events     []transcript.Event  // replay buffer (nil once truncated)
-	truncated  bool
-	seq        int64
-	finished   bool
-	cancelled  bool
-	abortMsg   string
-	sessionID  string
-	conn       AgentConn
-	permOrder  []string
-	lastCkpt   int64 // seq of the last checkpoint
-	lastEvent  time.Time
-	cancelSent bool
-	abandoned  bool // the agent ignored a cancel for CancelGrace and is being stopped
+	red       *transcript.Reducer // assistant message, reduced live
+	events    []transcript.Event  // replay buffer (nil once truncated)
+	truncated bool
+	seq       int64
+	finished  bool
+	cancelled bool
+	abortMsg  string
+	sessionID string
+	conn      AgentConn
+	permOrder []string
+	// permRejected maps a tool call id to whether the last answer to a
+	// permission request for it was a reject or a cancel.
+	permRejected map[string]bool
+	lastCkpt     int64 // seq of the last checkpoint
+	lastEvent    time.Time
+	cancelSent   bool
+	abandoned    bool // the agent ignored a cancel for CancelGrace and is being stopped
 
 	kick     chan struct{} // checkpoint wanted
 	urgent   chan struct{} // checkpoint wanted now (tool / fileChange)
@@ -674,6 +678,9 @@ func (s *Server) finish(r *run, stopReason, errMsg string) {
 	for _, p := range perms {
 		s.resolvePermission(p, agents.PermissionOutcome{Cancelled: true})
 	}
+	s.mu.Lock()
+	rejected := r.permRejected
+	s.mu.Unlock()
 
 	final.DurationMs = time.Since(r.started).Milliseconds()
 	term := transcript.Event{Type: transcript.EvTurnCompleted, StopReason: stopReason}
@@ -681,6 +688,7 @@ func (s *Server) finish(r *run, stopReason, errMsg string) {
 		term = transcript.Event{Type: transcript.EvTurnFailed, Message: errMsg}
 	}
 	transcript.Apply(&final, term) // status, stopReason/error, canonical segments
+	rejectedSegs := markRejected(&final, rejected)
 	// The answer and the agent's cursor move together: a crash cannot leave
 	// a stored answer that the agent would be handed again, or a cursor past
 	// an answer that was not stored.
@@ -708,6 +716,9 @@ func (s *Server) finish(r *run, stopReason, errMsg string) {
 
 	s.mu.Lock()
 	r.red = transcript.NewReducer(final)
+	for _, sg := range rejectedSegs { // live clients learn the change did not happen
+		s.emitLocked(r, transcript.Event{Type: transcript.EvActivityUpsert, Segment: &sg})
+	}
 	s.emitLocked(r, term)
 	t := s.topics[r.convID]
 	if t != nil && t.run == r {
@@ -723,6 +734,47 @@ func (s *Server) finish(r *run, stopReason, errMsg string) {
 	if errMsg != "" {
 		s.log.Info("turn failed", "conversation", r.convID, "turn", r.turnID, "agent", r.agent, "err", errMsg)
 	}
+}
+
+// FileRejected is the status of a fileChange segment whose write did not
+// happen (its tool failed, or its permission was rejected or cancelled);
+// transcript.Summarize leaves such changes out of the file counts.
+const FileRejected = "rejected"
+
+// optionKind is the kind of the option optionID of a permission request.
+func optionKind(opts []agents.PermissionOption, optionID string) string {
+	for _, o := range opts {
+		if o.OptionID == optionID {
+			return o.Kind
+		}
+	}
+	return ""
+}
+
+// markRejected gives status "rejected" to the file changes of m that did not
+// happen: their tool call (ToolCallID) ended in error, or its permission
+// request was rejected or cancelled (rejected[id]) and the tool did not
+// complete. A change the daemon applied or reverted keeps its status. It
+// returns the segments it changed.
+func markRejected(m *transcript.Message, rejected map[string]bool) []transcript.Segment {
+	var changed []transcript.Segment
+	tools := map[string]string{}
+	for _, sg := range m.Segments {
+		if sg.Type == transcript.SegTool && sg.ID != "" {
+			tools[sg.ID] = sg.Status
+		}
+	}
+	for i, sg := range m.Segments {
+		if sg.Type != transcript.SegFileChange || sg.ToolCallID == "" || (sg.Status != "" && sg.Status != "proposed") {
+			continue
+		}
+		st, known := tools[sg.ToolCallID]
+		if st == string(transcript.ToolError) || st == "cancelled" || (rejected[sg.ToolCallID] && (!known || st != string(transcript.ToolCompleted))) {
+			m.Segments[i].Status = FileRejected
+			changed = append(changed, m.Segments[i])
+		}
+	}
+	return changed
 }
 
 // cancel handles ochat/chat/cancel.
@@ -823,6 +875,12 @@ func (s *Server) resolvePermission(p *pendingPerm, out agents.PermissionOutcome)
 	delete(s.perms, id)
 	r := p.run
 	r.permOrder = slices.DeleteFunc(r.permOrder, func(x string) bool { return x == id })
+	if tc := p.params.ToolCall.ID; tc != "" {
+		if r.permRejected == nil {
+			r.permRejected = map[string]bool{}
+		}
+		r.permRejected[tc] = out.Cancelled || strings.HasPrefix(optionKind(p.params.Options, out.OptionID), "reject")
+	}
 	p.answer <- out
 	res := PermissionResolvedParams{PermissionID: id, ConversationID: r.convID, OptionID: out.OptionID, Outcome: "selected"}
 	if out.Cancelled {

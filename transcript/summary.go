@@ -38,7 +38,7 @@ type Summary struct {
 	Reasoning     int            `json:"reasoning"`               // reasoning segments
 	ToolCalls     int            `json:"toolCalls"`               // tool segments
 	ToolsByStatus map[string]int `json:"toolsByStatus,omitempty"` // tool status ("pending", "running", "completed", "error", or as sent) → count
-	FileChanges   int            `json:"fileChanges"`             // fileChange segments (distinct paths)
+	FileChanges   int            `json:"fileChanges"`             // fileChange segments (distinct paths), not counting status "rejected"
 	Additions     int            `json:"additions"`               // lines, summed over file changes that report them
 	Deletions     int            `json:"deletions"`               // lines
 	PlanDone      int            `json:"planDone"`                // plan entries with status completed
@@ -61,6 +61,9 @@ func Summarize(m Message) Summary {
 			}
 			s.ToolsByStatus[seg.Status]++
 		case SegFileChange:
+			if seg.Status == "rejected" { // the write did not happen
+				continue
+			}
 			s.FileChanges++
 			if seg.Additions != nil {
 				s.Additions += *seg.Additions

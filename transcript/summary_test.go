@@ -37,6 +37,7 @@ func TestSummarize(t *testing.T) {
 		{Type: SegTool, ID: "3", Status: "completed"},
 		{Type: SegFileChange, Path: "a", Additions: ip(10), Deletions: ip(3)},
 		{Type: SegFileChange, Path: "b", Additions: ip(2)},
+		{Type: SegFileChange, Path: "c", Additions: ip(7), Status: "rejected"}, // never written: not counted
 		{Type: SegPlan, Entries: []PlanEntry{{Status: "completed"}, {Status: "completed"}, {Status: "in_progress"}, {Status: "pending"}, {Status: "pending"}}},
 		{Type: SegWorkspace, Files: []string{"x", "y"}},
 	}}

@@ -112,7 +112,7 @@ type Segment struct {
 	// tool
 	ID           string          `json:"id,omitempty"`
 	Name         string          `json:"name,omitempty"`
-	Status       string          `json:"status,omitempty"`       // ToolStatus for tools; applied|reverted|proposed for fileChange
+	Status       string          `json:"status,omitempty"`       // ToolStatus for tools; applied|reverted|proposed|rejected (the write did not happen: tool error, permission rejected or cancelled) for fileChange
 	ProviderKind string          `json:"providerKind,omitempty"` // ACP ToolKind verbatim (read, edit, execute, …)
 	Input        json.RawMessage `json:"input,omitempty"`        // raw tool input as the agent sent it
 	Output       string          `json:"output,omitempty"`

@@ -279,7 +279,11 @@ func fileLine(s transcript.Segment) string {
 		}
 		line += fmt.Sprintf(" +%d -%d", a, d)
 	}
-	if s.Status != "" {
+	switch s.Status {
+	case "":
+	case daemon.FileRejected: // tool failed or permission refused: the file was not written
+		line += " (not applied)"
+	default:
 		line += " (" + s.Status + ")"
 	}
 	return line
