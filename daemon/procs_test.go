@@ -320,3 +320,24 @@ func TestRejectedFileChanges(t *testing.T) {
 		os.Remove(filepath.Join(e.ws, "f.txt"))
 	}
 }
+
+// ochat/daemon/stop cancels the running turn (stored cancelled, not
+// failed), stops taking turns and ends Serve.
+func TestDaemonStop(t *testing.T) {
+	e := newEnv(t, nil)
+	c := e.dial("a")
+	res := call[SendResult](t, c, MethodChatSend, SendParams{Text: "SLOW"})
+	call[struct{}](t, c, MethodDaemonStop, nil)
+	if got := collect(t, c, res.TurnID, nil).terminal(); got.Type != transcript.EvTurnCompleted || got.StopReason != "cancelled" {
+		t.Fatalf("terminal %+v", got)
+	}
+	select {
+	case <-c.Done():
+	case <-ctxT(t).Done():
+		t.Fatal("the daemon did not close the connection after stop")
+	}
+	m, err := e.store.Messages(res.ConversationID)
+	if err != nil || m[1].Status != transcript.StatusCancelled {
+		t.Fatalf("stored turn %+v, %v", m, err)
+	}
+}

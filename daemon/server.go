@@ -321,6 +321,10 @@ func (s *Server) Close(ctx context.Context) error {
 		s.idle.Stop()
 		s.idle = nil
 	}
+	if s.permIdle != nil {
+		s.permIdle.Stop()
+		s.permIdle = nil
+	}
 	var runs []*run
 	for _, t := range s.topics {
 		if t.run != nil {
