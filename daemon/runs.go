@@ -685,6 +685,7 @@ func (s *Server) finish(r *run, stopReason, errMsg string) {
 	final.DurationMs = time.Since(r.started).Milliseconds()
 	term := transcript.Event{Type: transcript.EvTurnCompleted, StopReason: stopReason}
 	if errMsg != "" {
+		errMsg = withHint(r.agent, errMsg)
 		term = transcript.Event{Type: transcript.EvTurnFailed, Message: errMsg}
 	}
 	transcript.Apply(&final, term) // status, stopReason/error, canonical segments
@@ -1011,4 +1012,14 @@ func (h *agentHandler) RequestPermission(ctx context.Context, sessionID string, 
 		s.resolvePermission(p, agents.PermissionOutcome{Cancelled: true})
 		return agents.PermissionOutcome{Cancelled: true}, nil
 	}
+}
+
+// withHint appends what the user can do about a known failure of a built-in
+// agent (agents.Hint: a missing login, say), so every editor shows the fix
+// with the turn.failed message, not only the CLI.
+func withHint(agent, msg string) string {
+	if h := agents.Hint(agent, msg); h != "" {
+		return msg + "; " + h
+	}
+	return msg
 }
