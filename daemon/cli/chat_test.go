@@ -137,6 +137,14 @@ func TestConversationsEmpty(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "no conversations yet (start one with: ochatd chat") {
 		t.Errorf("%d %q", code, out)
 	}
+	code, out, _ = w.run(t, "sessions")
+	if code != 0 || !strings.Contains(out, "no sessions yet") {
+		t.Errorf("sessions: %d %q", code, out)
+	}
+	code, _, errs := w.run(t, "sessions", "extra")
+	if code != 2 || !strings.Contains(errs, "takes no arguments") {
+		t.Errorf("sessions extra: %d %q", code, errs)
+	}
 }
 
 func TestMatchOption(t *testing.T) {

@@ -23,8 +23,12 @@ import (
 func runSessions(ctx context.Context, env *Env, args []string) int {
 	var c common
 	fs := newFlags(env, "sessions", &c, true)
-	if _, err := parse(fs, args); err != nil {
+	pos, err := parse(fs, args)
+	if err != nil {
 		return exitFlag(err)
+	}
+	if extraArgs(env, "sessions", pos) {
+		return 2
 	}
 	ws, err := c.resolve()
 	if err != nil {
@@ -41,6 +45,10 @@ func runSessions(ctx context.Context, env *Env, args []string) int {
 	}
 	if c.json {
 		return printJSON(env, res)
+	}
+	if len(res.Sessions) == 0 {
+		fmt.Fprintln(env.Stdout, `no sessions yet: none of Claude Code, Codex, Gemini CLI, OpenCode or pi has a session for this workspace, and no conversations (start one with: ochatd chat "your question")`)
+		return 0
 	}
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tAGENT\tUPDATED\tMSGS\tTITLE")
