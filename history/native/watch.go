@@ -258,10 +258,12 @@ func (w *Watcher) resolve() (added []string) {
 					w.emit(WatchEvent{Kind: WatchProblem, Path: d, Message: "watched store directory was replaced", SeenAt: time.Now().UnixMilli()})
 					had = false
 				}
-				if !had {
+				err := w.watchDir(d)
+				if !had && err == nil {
+					// (a folder that cannot be watched is not "added":
+					// rescan would resolve again for ever)
 					added = append(added, d)
 				}
-				err := w.watchDir(d)
 				w.mu.Lock()
 				report := err != nil && !w.failing[d]
 				if err != nil {
