@@ -6,7 +6,7 @@
 import { ConversationModel } from '../src/model/conversation';
 import { summarize } from '../src/model/reduce';
 import { lineDiff, parseUnifiedDiff, type DiffLine } from '../src/model/diffText';
-import type { AgentInfo, AgentStateParams, Attachment, ConfigOption, ConfigValue, EventParams, Message, PermissionParams, Segment } from '../src/model/protocol';
+import { isRejected, type AgentInfo, type AgentStateParams, type Attachment, type ConfigOption, type ConfigValue, type EventParams, type Message, type PermissionParams, type Segment } from '../src/model/protocol';
 import type { HostMessage, WebviewMessage, ConnectionInfo, FollowInfo } from '../src/ui/messages';
 import { BlockRenderer, renderMarkdown } from './markdown';
 import { h, icon, append, formatDuration } from './dom';
@@ -141,9 +141,26 @@ function renderMessage(m: Message, deadline = Infinity): void {
   if (v.content.update(text, streaming, deadline)) unfinished.delete(m.id);
   else unfinished.add(m.id);
   renderActivity(m, v);
-  if (m.status === 'failed' && m.error && !v.el.querySelector('.turn-error')) {
-    v.el.appendChild(h('div', { class: 'turn-error' }, icon('error'), ' ' + m.error));
+  renderTurnError(m, v);
+}
+
+/**
+ * renderTurnError shows why a turn failed: the whole message, wrapped (a
+ * daemon error may end with "; <hint>", e.g. "run `codex login` …; see
+ * `ochatd doctor`", and the hint is the part the user needs).
+ */
+function renderTurnError(m: Message, v: MessageView): void {
+  let el = v.el.querySelector<HTMLElement>('.turn-error');
+  if (m.status !== 'failed' || !m.error) {
+    el?.remove();
+    return;
   }
+  if (!el) {
+    el = h('div', { class: 'turn-error', role: 'alert' }, icon('error'), h('span', { class: 'turn-error-text' }));
+    v.el.appendChild(el);
+  }
+  const text = el.querySelector<HTMLElement>('.turn-error-text')!;
+  if (text.textContent !== m.error) text.textContent = m.error;
 }
 
 // ---------- message actions: edit a prompt, retry an answer ----------
@@ -230,6 +247,7 @@ function renderActivity(m: Message, v: MessageView): void {
   }
   if (sum.planTotal) bits.push(h('span', { class: 'sum' }, icon('checklist'), ` plan ${sum.planDone}/${sum.planTotal}`));
   if (sum.files) bits.push(h('span', { class: 'sum' }, icon('files'), ` ${sum.files} file${sum.files > 1 ? 's' : ''} `, h('span', { class: 'add', text: `+${sum.additions}` }), ' ', h('span', { class: 'del', text: `−${sum.deletions}` })));
+  if (sum.notApplied) bits.push(h('span', { class: 'sum not-applied', title: 'Proposed changes whose write did not happen (tool failed or permission rejected)' }, icon('circle-slash'), ` ${sum.notApplied} not applied`));
   const summary = h('summary', { class: 'activity-summary' }, ...bits);
   v.activity.appendChild(summary);
   if (reasoning) v.activity.appendChild(h('div', { class: 'reasoning' }, h('div', { class: 'label' }, icon('lightbulb'), ' Reasoning'), h('div', { class: 'reasoning-text', text: reasoning })));
@@ -289,16 +307,27 @@ function renderDiff(s: Segment): HTMLElement {
   return pre;
 }
 
+/**
+ * renderFileChange draws one file change: path, +adds −dels, status and its
+ * buttons (diff; revert; apply again once reverted). A rejected change (the
+ * write never happened) is muted and marked "not applied", and offers only
+ * the proposed diff.
+ */
 function renderFileChange(s: Segment, ref: { messageId?: string; permissionId?: string }, open = false): HTMLElement {
   const path = s.path ?? '';
+  const rejected = isRejected(s);
+  const diffLabel = rejected ? 'Open proposed diff (not applied)' : 'Open diff';
   const actions = h('span', { class: 'fc-actions' },
-    h('button', { class: 'icon-btn', title: 'Open diff', onclick: (e: Event) => { e.preventDefault(); post({ type: 'openDiff', path, ...ref }); } }, icon('diff')));
-  if (ref.messageId && (s.oldText !== undefined || s.newText != null)) actions.appendChild(h('button', { class: 'icon-btn', title: 'Revert this file', onclick: (e: Event) => { e.preventDefault(); post({ type: 'applyChange', messageId: ref.messageId!, path, action: 'revert' }); } }, icon('discard')));
-  if (ref.messageId && s.newText !== undefined && s.status === 'reverted') actions.appendChild(h('button', { class: 'icon-btn', title: 'Apply again', onclick: (e: Event) => { e.preventDefault(); post({ type: 'applyChange', messageId: ref.messageId!, path, action: 'apply' }); } }, icon('check')));
-  const d = h('details', { class: 'filechange', 'data-path': path },
-    h('summary', {}, icon('file-code'), ' ', h('span', { class: 'path', text: path }), ' ',
+    h('button', { class: 'icon-btn fc-diff', title: diffLabel, 'aria-label': diffLabel, onclick: (e: Event) => { e.preventDefault(); post({ type: 'openDiff', path, ...ref }); } }, icon('diff')));
+  if (ref.messageId && !rejected && (s.oldText !== undefined || s.newText != null)) actions.appendChild(h('button', { class: 'icon-btn fc-revert', title: 'Revert this file', onclick: (e: Event) => { e.preventDefault(); post({ type: 'applyChange', messageId: ref.messageId!, path, action: 'revert' }); } }, icon('discard')));
+  if (ref.messageId && !rejected && s.newText !== undefined && s.status === 'reverted') actions.appendChild(h('button', { class: 'icon-btn fc-apply', title: 'Apply again', onclick: (e: Event) => { e.preventDefault(); post({ type: 'applyChange', messageId: ref.messageId!, path, action: 'apply' }); } }, icon('check')));
+  const badge = rejected
+    ? h('span', { class: 'badge not-applied', title: 'The write did not happen: the tool failed or its permission was rejected or cancelled' }, icon('circle-slash'), ' not applied')
+    : s.status ? h('span', { class: 'badge', text: s.status }) : null;
+  const d = h('details', { class: rejected ? 'filechange rejected' : 'filechange', 'data-path': path },
+    h('summary', {}, icon(rejected ? 'circle-slash' : 'file-code'), ' ', h('span', { class: 'path', text: path }), ' ',
       h('span', { class: 'add', text: `+${s.additions ?? 0}` }), ' ', h('span', { class: 'del', text: `−${s.deletions ?? 0}` }),
-      s.status ? h('span', { class: 'badge', text: s.status }) : null, actions));
+      badge, actions));
   d.open = open;
   let filled = false;
   const fill = () => {

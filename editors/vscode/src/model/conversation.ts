@@ -6,6 +6,7 @@
  * for the same rules, by the webview.
  */
 import { applyEvent } from './reduce';
+import { isRejected } from './protocol';
 import type {
   AgentStateParams, Conversation, EventParams, Message, PermissionParams, PermissionResolvedParams, Segment, SubscribeResult,
 } from './protocol';
@@ -196,11 +197,11 @@ export class ConversationModel {
     return out;
   }
 
-  /** lastTurnWithChanges returns the id of the newest assistant turn that changed files. */
+  /** lastTurnWithChanges returns the id of the newest assistant turn that changed files (a rejected change changed nothing). */
   lastTurnWithChanges(): string | undefined {
     for (let i = this.messages.length - 1; i >= 0; i--) {
       const m = this.messages[i];
-      if (m.segments?.some((s) => s.type === 'fileChange')) return m.id;
+      if (m.segments?.some((s) => s.type === 'fileChange' && !isRejected(s))) return m.id;
     }
     return undefined;
   }

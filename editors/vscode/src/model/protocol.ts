@@ -36,7 +36,11 @@ export interface Segment {
   content?: string;
   id?: string;
   name?: string;
-  /** Tool: pending|running|completed|error. fileChange: applied|reverted|proposed. */
+  /**
+   * Tool: pending|running|completed|error. fileChange: applied|reverted|proposed|rejected
+   * (rejected: the write did not happen — the tool failed or its permission was rejected or
+   * cancelled; set by the daemon at turn end, docs/protocol.md "fileChange").
+   */
   status?: string;
   providerKind?: string;
   input?: unknown;
@@ -53,6 +57,15 @@ export interface Segment {
   toolCallId?: string;
   files?: string[];
   errors?: string[];
+}
+
+/**
+ * isRejected reports whether a fileChange segment was never written (status
+ * "rejected", transcript.Segment): such a change is shown as not applied,
+ * left out of file counts, and offers no apply, revert or review.
+ */
+export function isRejected(seg: Segment): boolean {
+  return seg.type === 'fileChange' && seg.status === 'rejected';
 }
 
 /** One user message or one assistant turn (transcript.Message). Times are Unix ms. */

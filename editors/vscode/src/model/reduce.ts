@@ -3,7 +3,7 @@
  * same rules as transcript.Apply (transcript/reduce.go), so that what an
  * editor shows live equals what the daemon stores. Pure: no I/O, no clock.
  */
-import type { Message, PlanEntry, Segment, TranscriptEvent } from './protocol';
+import { isRejected, type Message, type PlanEntry, type Segment, type TranscriptEvent } from './protocol';
 
 /** Segment fields an activity.upsert may overwrite (a present field wins). */
 const mergeFields: Array<keyof Segment> = [
@@ -123,14 +123,21 @@ export interface ActivitySummary {
   toolCount: number;
   planDone: number;
   planTotal: number;
+  /** fileChange segments the turn wrote, and their line counts; rejected ones are left out (transcript.Summarize). */
   files: number;
   additions: number;
   deletions: number;
+  /** fileChange segments whose write did not happen (status "rejected"). */
+  notApplied: number;
 }
 
-/** summarize counts the activity segments of an assistant message. */
+/**
+ * summarize counts the activity segments of an assistant message. Like
+ * transcript.Summarize, a rejected fileChange does not count as a file nor in
+ * the +adds/−dels totals; it is counted in notApplied instead.
+ */
 export function summarize(m: Message): ActivitySummary {
-  const s: ActivitySummary = { reasoning: false, tools: {}, toolCount: 0, planDone: 0, planTotal: 0, files: 0, additions: 0, deletions: 0 };
+  const s: ActivitySummary = { reasoning: false, tools: {}, toolCount: 0, planDone: 0, planTotal: 0, files: 0, additions: 0, deletions: 0, notApplied: 0 };
   for (const seg of m.segments ?? []) {
     switch (seg.type) {
       case 'reasoning':
@@ -147,6 +154,10 @@ export function summarize(m: Message): ActivitySummary {
         s.planDone = seg.entries?.filter((e) => e.status === 'completed').length ?? 0;
         break;
       case 'fileChange':
+        if (isRejected(seg)) {
+          s.notApplied++;
+          break;
+        }
         s.files++;
         s.additions += seg.additions ?? 0;
         s.deletions += seg.deletions ?? 0;

@@ -9,7 +9,7 @@ import * as path from 'node:path';
 import type { ConversationModel } from '../model/conversation';
 import type { Segment } from '../model/protocol';
 import { sidesFromUnifiedDiff } from '../model/diffText';
-import { ErrorCodes } from '../model/protocol';
+import { ErrorCodes, isRejected } from '../model/protocol';
 import type { Rpc } from './chatController';
 
 export const DIFF_SCHEME = 'ochat-diff';
@@ -81,9 +81,14 @@ export async function fileSides(seg: Segment): Promise<{ before: string; after: 
   return s;
 }
 
-/** openDiff opens the diff editor for one file change. */
+/**
+ * openDiff opens the diff editor for one file change. A rejected change (its
+ * write never happened) is labelled "proposed, not applied" whatever label
+ * the caller gives.
+ */
 export async function openDiff(docs: DiffDocuments, seg: Segment, label?: string): Promise<void> {
   const p = seg.path ?? 'file';
+  if (isRejected(seg)) label = 'proposed, not applied';
   const s = await fileSides(seg);
   const rel = vscode.workspace.asRelativePath(p, false);
   const left = docs.register(rel, 'before', s.before);
@@ -109,11 +114,13 @@ export function createdByChange(seg: Segment): boolean {
  * WorkspaceEdit, so open editors update and undo works, then saves the
  * document if it was saved before. When the file no longer holds the text
  * the change left (reverting) or started from (applying), it asks first.
- * Returns false when the edit was refused, declined or the texts are unknown.
+ * Returns false when the edit was refused, declined or the texts are unknown,
+ * and for a rejected change (never written), which it leaves alone.
  */
 export async function applyChange(seg: Segment, action: 'apply' | 'revert'): Promise<boolean> {
   const uri = fileUri(seg.path ?? '');
   const rel = vscode.workspace.asRelativePath(seg.path ?? '', false);
+  if (isRejected(seg)) return notApplied(rel, action);
   const created = createdByChange(seg);
   const target = action === 'apply' ? seg.newText : created ? null : seg.oldText;
   const expected = action === 'apply' ? (created ? null : seg.oldText) : seg.newText;
@@ -151,17 +158,21 @@ export async function applyChange(seg: Segment, action: 'apply' | 'revert'): Pro
 }
 
 /**
- * reviewTurn walks every file change of one turn: it opens each diff in turn
- * and asks Next / Revert / Stop.
+ * reviewTurn walks every file change of one turn (the last turn that changed
+ * files when messageId is empty): it opens each diff in turn and asks Next /
+ * Revert / Stop. Rejected changes (never written) are skipped. Returns the
+ * number of diffs shown.
  */
 export async function reviewTurn(
   docs: DiffDocuments, model: ConversationModel, messageId?: string,
   revert: (messageId: string, seg: Segment) => Promise<boolean> = (_m, seg) => applyChange(seg, 'revert'),
 ): Promise<number> {
   const id = messageId || model.lastTurnWithChanges();
-  const changes = id ? model.fileChanges(id) : [];
+  const all = id ? model.fileChanges(id) : [];
+  const changes = all.filter((c) => !isRejected(c.segment));
   if (!changes.length) {
-    void vscode.window.showInformationMessage('ochat: this turn changed no files.');
+    const skipped = all.length ? ` (${all.length} proposed change${all.length > 1 ? 's were' : ' was'} not applied)` : '';
+    void vscode.window.showInformationMessage(`ochat: this turn changed no files${skipped}.`);
     return 0;
   }
   let shown = 0;
@@ -226,16 +237,24 @@ export async function handleApplyEdit(params: { label?: string; edit: LspWorkspa
   }
 }
 
+/** notApplied refuses to apply or revert a rejected change (its write never happened) and says so; returns false. */
+function notApplied(rel: string, action: 'apply' | 'revert'): false {
+  void vscode.window.showInformationMessage(`ochat: ${rel} was proposed but not applied; there is nothing to ${action}.`);
+  return false;
+}
+
 /**
  * changeFile applies or reverts one fileChange through the daemon
  * (ochat/fileChange/apply|revert), which computes the edit from what the file
  * holds now — also for excerpt edits — and sends it back as a
  * workspace/applyEdit that VS Code applies (undoable). A conflict
  * (-32003, the file changed since) asks before retrying with force; a daemon
- * without the methods (-32601) falls back to applyChange. Returns whether the
- * file now holds the target.
+ * without the methods (-32601) falls back to applyChange. A rejected change
+ * (never written) is refused without a request. Returns whether the file now
+ * holds the target.
  */
 export async function changeFile(rpc: Rpc, conversationId: string | undefined, messageId: string, seg: Segment, action: 'apply' | 'revert'): Promise<boolean> {
+  if (isRejected(seg)) return notApplied(vscode.workspace.asRelativePath(seg.path ?? '', false), action);
   if (!conversationId) return applyChange(seg, action);
   const method = action === 'apply' ? 'ochat/fileChange/apply' : 'ochat/fileChange/revert';
   const params = { conversationId, messageId, path: seg.path };

@@ -138,3 +138,42 @@ test('changeFile goes through ochat/fileChange/*, asks on a conflict, falls back
   assert.equal(await changeFile(rpc2, 'C1', 'A1', { ...seg }, 'revert'), true);
   assert.equal((recorded.edits.at(-1) as WorkspaceEdit).ops[0].op, 'replace');
 });
+
+test('reviewTurn skips rejected changes; a turn with only rejected ones changed no files', async () => {
+  reset();
+  const m = new ConversationModel();
+  m.put({ id: 'A', role: 'assistant', timestamp: 1, segments: [
+    { type: 'fileChange', path: '/ws/a', oldText: '1', newText: '2', additions: 1, deletions: 1 },
+    { type: 'fileChange', path: '/ws/b', oldText: '1', newText: '2', status: 'rejected' },
+    { type: 'fileChange', path: '/ws/c', oldText: '1', newText: '22', additions: 1, deletions: 1 },
+  ] });
+  m.put({ id: 'B', role: 'assistant', timestamp: 2, segments: [{ type: 'fileChange', path: '/ws/d', newText: 'x', status: 'rejected' }] });
+  assert.equal(m.lastTurnWithChanges(), 'A', 'a turn whose only change was rejected changed nothing');
+  recorded.answers.push('Next', 'Done');
+  assert.equal(await reviewTurn(new DiffDocuments(), m), 2);
+  assert.deepEqual(recorded.messages.map((x) => x.text), ['Review 1/2: a (+1 −1)', 'Review 2/2: c (+1 −1)']);
+  assert.deepEqual(recorded.commands.filter((c) => c.id === 'vscode.diff').map((c) => c.args[2]), ['a (1/2 +1 −1)', 'c (2/2 +1 −1)']);
+  reset();
+  assert.equal(await reviewTurn(new DiffDocuments(), m, 'B'), 0);
+  assert.deepEqual(recorded.messages.map((x) => x.text), ['ochat: this turn changed no files (1 proposed change was not applied).']);
+  assert.equal(recorded.commands.length, 0);
+});
+
+test('a rejected change opens as "proposed, not applied" and is never applied or reverted', async () => {
+  reset();
+  const seg = { type: 'fileChange', path: '/ws/a.txt', oldText: 'old', newText: 'new', additions: 1, deletions: 1, status: 'rejected' };
+  await openDiff(new DiffDocuments(), seg, '1/1');
+  assert.equal(recorded.commands.at(-1)!.args[2], 'a.txt (proposed, not applied +1 −1)');
+  const rpc = new FakeRpc();
+  rpc.handlers.set('ochat/fileChange/revert', () => ({ applied: true, status: 'reverted' }));
+  rpc.handlers.set('ochat/fileChange/apply', () => ({ applied: true, status: 'applied' }));
+  recorded.docs.set('file:///ws/a.txt', 'old');
+  assert.equal(await changeFile(rpc, 'C1', 'A1', seg, 'revert'), false);
+  assert.equal(await changeFile(rpc, 'C1', 'A1', seg, 'apply'), false);
+  assert.equal(await changeFile(rpc, undefined, 'A1', seg, 'apply'), false);
+  assert.equal(await applyChange(seg, 'apply'), false);
+  assert.deepEqual(rpc.requests, [], 'no request for a change that was never written');
+  assert.equal(recorded.edits.length, 0);
+  assert.equal(seg.status, 'rejected');
+  assert.match(recorded.messages[0].text, /a\.txt was proposed but not applied; there is nothing to revert/);
+});

@@ -92,6 +92,49 @@ test('summarize counts tools by status, plan progress and file stats', () => {
     { type: 'activity.upsert', segment: { type: 'fileChange', path: 'b', additions: 2 } },
   ]);
   assert.deepEqual(summarize(m), {
-    reasoning: true, tools: { completed: 2, error: 1 }, toolCount: 3, planDone: 1, planTotal: 2, files: 2, additions: 5, deletions: 1,
+    reasoning: true, tools: { completed: 2, error: 1 }, toolCount: 3, planDone: 1, planTotal: 2, files: 2, additions: 5, deletions: 1, notApplied: 0,
   });
+});
+
+test('a fileChange marked rejected at turn end leaves the file counts (transcript.Summarize)', async (t) => {
+  const cases: Array<{ name: string; events: TranscriptEvent[]; want: { files: number; additions: number; deletions: number; notApplied: number }; status: string }> = [
+    {
+      name: 'rejected upsert before turn.failed: counted as not applied only',
+      events: [
+        { type: 'activity.upsert', segment: { type: 'fileChange', path: '/ws/a.go', additions: 3, deletions: 1, newText: 'x' } },
+        { type: 'activity.upsert', segment: { type: 'fileChange', path: '/ws/b.go', additions: 7, deletions: 2, newText: 'y' } },
+        { type: 'activity.upsert', segment: { type: 'fileChange', path: '/ws/b.go', status: 'rejected' } },
+        { type: 'turn.failed', message: 'agent exited; see `ochatd doctor`' },
+      ],
+      want: { files: 1, additions: 3, deletions: 1, notApplied: 1 },
+      status: 'failed',
+    },
+    {
+      name: 'every change rejected: no file, no totals',
+      events: [
+        { type: 'activity.upsert', segment: { type: 'fileChange', path: '/ws/a.go', additions: 3, status: 'rejected' } },
+        { type: 'turn.completed', stopReason: 'end_turn' },
+      ],
+      want: { files: 0, additions: 0, deletions: 0, notApplied: 1 },
+      status: 'completed',
+    },
+    {
+      name: 'applied and reverted changes still count',
+      events: [
+        { type: 'activity.upsert', segment: { type: 'fileChange', path: '/ws/a.go', additions: 1, status: 'applied' } },
+        { type: 'activity.upsert', segment: { type: 'fileChange', path: '/ws/b.go', deletions: 2, status: 'reverted' } },
+        { type: 'turn.completed', stopReason: 'end_turn' },
+      ],
+      want: { files: 2, additions: 1, deletions: 2, notApplied: 0 },
+      status: 'completed',
+    },
+  ];
+  for (const c of cases) {
+    await t.test(c.name, () => {
+      const m = run(c.events);
+      const s = summarize(m);
+      assert.deepEqual({ files: s.files, additions: s.additions, deletions: s.deletions, notApplied: s.notApplied }, c.want);
+      assert.equal(m.status, c.status);
+    });
+  }
 });
