@@ -4,7 +4,7 @@
 #   1. typecheck (tsc) and bundle (esbuild), package the .vsix (vsce);
 #   2. unit tests (node --test, fake vscode module; the real-daemon test uses
 #      ochatd and the scripted test agent built here);
-#   3. the webview alone in headless Chromium (render.test.mjs);
+#   3. the webview alone in headless Chromium (render, actions, changes .test.mjs);
 #   4. with OCHAT_VSCODE_E2E=1: real VS Code (code-server from the npm
 #      registry, cached under $OCHAT_CACHE_DIR or ~/.cache/ochat) with the
 #      .vsix installed, a real ochatd and the test agent (e2e.test.mjs).
@@ -39,7 +39,7 @@ step bundle node scripts/build.mjs
 step vsix npx vsce package --allow-missing-repository --skip-license -o artifacts/ochat.vsix
 tap unit bash -c "npx tsc -p tsconfig.test.json && OCHATD_BIN='$bin/ochatd' TESTAGENT_BIN='$bin/testagent' node --test --test-reporter=tap out/test/unit/*.test.js"
 node bench/history.mjs 2>&1 | sed 's/^/  figure /'
-tap webview node --test --test-reporter=tap test/webview/render.test.mjs test/webview/actions.test.mjs
+tap webview node --test --test-reporter=tap test/webview/render.test.mjs test/webview/actions.test.mjs test/webview/changes.test.mjs
 if [[ ${OCHAT_VSCODE_E2E:-0} == 1 ]]; then
   tap e2e env OCHATD_BIN="$bin/ochatd" TESTAGENT_BIN="$bin/testagent" VSIX="$here/artifacts/ochat.vsix" \
     node --test --test-reporter=tap test/e2e/e2e.test.mjs
