@@ -109,7 +109,10 @@ func soak(t *testing.T, w *world, convs, turns int, warm, done func()) {
 // count must come back to where it was.
 func TestSoakDaemonProcess(t *testing.T) {
 	w := newWorld(t, nil)
-	d := w.start()
+	// Room for one agent per conversation: the soak looks for leaks, and the
+	// --max-agents cap (8 by default) would otherwise stop and restart agents
+	// of the 10 conversations, changing the live count between the samples.
+	d := w.start("--max-agents", "16")
 	var before procStats
 	soak(t, w, 10, pick(100, 1000), func() {
 		before = stats(t, d.pid())
@@ -133,7 +136,7 @@ func TestSoakDaemonProcess(t *testing.T) {
 // agents connected, no turn running), and so must open fds.
 func TestSoakInProcess(t *testing.T) {
 	w := newWorld(t, nil)
-	w.startInproc(nil)
+	w.startInproc(func(o *daemon.Options) { o.MaxAgents = 16 }) // as in TestSoakDaemonProcess
 	var g0, fd0 int
 	var m0 runtime.MemStats
 	soak(t, w, 10, pick(100, 1000), func() {
