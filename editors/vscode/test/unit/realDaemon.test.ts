@@ -1,10 +1,11 @@
 // The extension's client plumbing (DaemonClient + ChatController) against a
-// real ochatd and the scripted ACP test agent. Runs when OCHATD_BIN and
+// real ochatd and the scripted ACP test agent (including a rejected write the
+// daemon marks "rejected"). Runs when OCHATD_BIN and
 // TESTAGENT_BIN name the built binaries (scripts/ci.sh builds them), else skips.
 import './fakeVscode';
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
-import { mkdtempSync, mkdirSync, writeFileSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, writeFileSync, readFileSync, rmSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -12,6 +13,9 @@ import { once } from 'node:events';
 import { DaemonClient } from '../../src/client/daemon';
 import { ChatController } from '../../src/ui/chatController';
 import type { HostMessage } from '../../src/ui/messages';
+import { summarize } from '../../src/model/reduce';
+import { DiffDocuments, reviewTurn } from '../../src/ui/diffs';
+import { recorded, reset as resetVscode } from './fakeVscode';
 
 const ochatd = process.env.OCHATD_BIN;
 const testagent = process.env.TESTAGENT_BIN;
@@ -24,7 +28,7 @@ async function until(cond: () => boolean, what: string, ms = 15000): Promise<voi
   }
 }
 
-test('real ochatd + testagent: stream, permission, stored equals live, reconnect', { skip: !ochatd || !testagent ? 'set OCHATD_BIN and TESTAGENT_BIN' : false }, async () => {
+test('real ochatd + testagent: stream, permission, stored equals live, reconnect, a rejected write', { skip: !ochatd || !testagent ? 'set OCHATD_BIN and TESTAGENT_BIN' : false }, async () => {
   const root = mkdtempSync(join(tmpdir(), 'ochat-vscode-it-'));
   const ws = join(root, 'ws');
   mkdirSync(ws, { recursive: true });
@@ -82,6 +86,28 @@ test('real ochatd + testagent: stream, permission, stored equals live, reconnect
     await c.send('PLAIN again', 'test');
     await until(() => !c.model.running, 'turn after reconnect');
     assert.equal(c.model.messages.length, 6);
+
+    // A rejected write: the daemon marks the proposed change "rejected" at turn end, live and stored; it is left
+    // out of the file counts and of the review, and the last turn that changed files is still the first write.
+    const written = c.model.lastTurnWithChanges();
+    await c.send('WRITE never.txt no', 'test');
+    await until(() => c.model.permissions.size === 1, 'permission for the rejected write');
+    const perm2 = [...c.model.permissions.values()][0];
+    await c.handle({ type: 'respondPermission', permissionId: perm2.permissionId, optionId: 'reject' });
+    await until(() => !c.model.running, 'turn end after reject');
+    assert.equal(existsSync(join(ws, 'never.txt')), false);
+    const rejectedTurn = c.model.messages.at(-1)!;
+    const seg = rejectedTurn.segments?.find((s) => s.type === 'fileChange');
+    assert.ok(seg, JSON.stringify(rejectedTurn));
+    assert.equal(seg.status, 'rejected', 'live: the extra activity.upsert before turn.completed');
+    assert.deepEqual([summarize(rejectedTurn).files, summarize(rejectedTurn).additions, summarize(rejectedTurn).notApplied], [0, 0, 1]);
+    assert.equal(c.model.lastTurnWithChanges(), written);
+    resetVscode();
+    assert.equal(await reviewTurn(new DiffDocuments(), c.model, rejectedTurn.id), 0);
+    assert.match(recorded.messages[0].text, /changed no files \(1 proposed change was not applied\)/);
+    await c.open(id);
+    const stored = c.model.messages.find((m) => m.id === rejectedTurn.id)!;
+    assert.equal(stored.segments?.find((s) => s.type === 'fileChange')?.status, 'rejected', 'stored');
   } finally {
     await client.dispose();
     daemon.kill('SIGTERM');
