@@ -328,6 +328,40 @@ e2e('review this turn: the diff opens, Revert This File undoes the change throug
   }
 });
 
+e2e('a rejected write shows as not applied, out of the counts, and Review Changes of This Turn skips it', async () => {
+  await runCommand('ochat: Open Chat');
+  const f = await chatFrame();
+  await f.locator('textarea.input').fill('WRITE never.txt not wanted');
+  await f.locator('textarea.input').press('Enter');
+  const perm = f.locator('.permission');
+  await perm.waitFor({ timeout: 30000 });
+  await perm.locator('.perm-option[data-option="reject"]').click();
+  await perm.waitFor({ state: 'detached', timeout: 30000 });
+  await waitFor(async () => (await f.locator('.msg.assistant.streaming').count()) === 0, 'turn end');
+  const last = f.locator('.msg.assistant').last();
+  // The daemon marks the change rejected at turn end (one more activity.upsert before turn.completed).
+  await waitFor(async () => (await last.locator('.filechange.rejected').count()) === 1, 'the change marked rejected', 30000);
+  assert.equal(existsSync(join(ws, 'never.txt')), false);
+  const summary = (await last.locator('.activity-summary').innerText()).replace(/\s+/g, ' ');
+  assert.match(summary, /1 not applied/);
+  assert.doesNotMatch(summary, /\bfiles?\b/);
+  if (!(await last.locator('details.activity').evaluate((d) => d.open))) await last.locator('.activity-summary').click();
+  assert.match(await last.locator('.filechange.rejected summary').innerText(), /not applied/);
+  assert.equal(await last.locator('.filechange.rejected .fc-revert, .filechange.rejected .fc-apply').count(), 0);
+  assert.equal(await last.locator('.activity .actions').count(), 0, 'no Review all changes for a turn that wrote nothing');
+  await page.screenshot({ path: join(artifacts, 'e2e-rejected.png') });
+  // Its proposed diff still opens, labelled as such.
+  await last.locator('.filechange.rejected .fc-diff').click();
+  await waitFor(async () => /never\.txt \(proposed, not applied/.test(await page.locator('.tabs-container .tab.active').innerText()), 'the proposed diff tab', 30000);
+  // Review walks the last turn that wrote files (other.txt), not the rejected one.
+  await runCommand('ochat: Review Changes of This Turn');
+  const toast = page.locator('.notifications-toasts .notification-toast', { hasText: 'Review 1/1' }).first();
+  await toast.waitFor({ timeout: 30000 });
+  assert.match(await toast.innerText(), /other\.txt/);
+  assert.doesNotMatch(await toast.innerText(), /never\.txt/);
+  await toast.locator('.monaco-button', { hasText: 'Stop' }).click();
+});
+
 e2e('history: open a transcript read-only from the context menu, continue it, rename it', async () => {
   const row = page.locator('.monaco-list-row', { hasText: 'PLAIN hello from code-server' }).first();
   await row.waitFor({ timeout: 30000 });
