@@ -51,6 +51,8 @@ suite nvim "nvim on PATH" tests/real_spec.lua
 if [ -z "${OCHAT_NVIM_010:-}" ] && [ -x "${OCHAT_CACHE_DIR:-$HOME/.cache/ochat-ci}/nvim-0.10" ]; then
 	OCHAT_NVIM_010=${OCHAT_CACHE_DIR:-$HOME/.cache/ochat-ci}/nvim-0.10
 fi
+# The chroot wrapper binds the repository it was generated for; bind this one (another checkout may have rewritten it).
+export OCHAT_CHROOT_BINDS="${OCHAT_CHROOT_BINDS:-$repo /tmp /proc /dev}"
 if [ -n "${OCHAT_NVIM_010:-}" ]; then
 	suite "$OCHAT_NVIM_010" "OCHAT_NVIM_010"
 fi

@@ -1078,3 +1078,227 @@ describe('workspace trust', function()
     eq(nil, H.read(rec))
   end)
 end)
+
+describe('open buffers follow the agent\'s writes', function()
+  -- A chat with a turn running (C1/A1) and `name` on disk holding `old`, loaded in a buffer. Returns chat, conn,
+  -- the file's path and the buffer.
+  local function with_file(name, old)
+    local chat, conn, root = H.fake_chat()
+    start_turn(chat, conn)
+    local path = root .. '/' .. name
+    H.write(path, old)
+    local buf = vim.fn.bufadd(path)
+    vim.fn.bufload(buf)
+    return chat, conn, path, buf
+  end
+
+  local function change(conn, chat, seq, path, old, new)
+    ev(conn, chat, 'A1', { type = 'activity.upsert', seq = seq, segment = { type = 'fileChange', path = path, oldText = old, newText = new, additions = 1, deletions = 1 } })
+  end
+
+  it('reloads an unmodified buffer after each fileChange, also with noautoread', function()
+    for _, autoread in ipairs({ true, false }) do
+      local chat, conn, path, buf = with_file('main.go', 'package main\n')
+      vim.o.autoread = autoread
+      H.write(path, 'package main\n\nfunc main() {}\n')
+      change(conn, chat, 1, path, 'package main\n', 'package main\n\nfunc main() {}\n')
+      vim.o.autoread = true
+      eq({ 'package main', '', 'func main() {}' }, api.nvim_buf_get_lines(buf, 0, -1, false), 'autoread=' .. tostring(autoread))
+      eq(false, vim.bo[buf].modified)
+      -- The reload is undoable: the old text comes back with one undo.
+      api.nvim_buf_call(buf, function()
+        vim.cmd('silent undo')
+      end)
+      eq({ 'package main' }, api.nvim_buf_get_lines(buf, 0, -1, false))
+      H.reset()
+      api.nvim_buf_delete(buf, { force = true })
+    end
+  end)
+
+  it('reloads at the end of the turn what a tool wrote after reporting it', function()
+    local chat, conn, path, buf = with_file('a.txt', 'one\n')
+    change(conn, chat, 1, path, 'one\n', 'two\n') -- reported before the write (a pending diff)
+    eq({ 'one' }, api.nvim_buf_get_lines(buf, 0, -1, false))
+    H.write(path, 'two\n')
+    ev(conn, chat, 'A1', { type = 'turn.completed', seq = 2, stopReason = 'end_turn' })
+    eq({ 'two' }, api.nvim_buf_get_lines(buf, 0, -1, false))
+  end)
+
+  it('leaves a buffer with unsaved changes alone and says so once, without a prompt', function()
+    local chat, conn, path, buf = with_file('b.txt', 'base\n')
+    api.nvim_buf_set_lines(buf, 0, -1, false, { 'mine' })
+    local notes = #H.notes
+    -- Not written yet: nothing to say.
+    change(conn, chat, 1, path, 'base\n', 'theirs\n')
+    eq(notes, #H.notes, vim.inspect(H.notes))
+    H.write(path, 'theirs\n')
+    ev(conn, chat, 'A1', { type = 'activity.upsert', seq = 2, segment = { type = 'tool', id = 't1', status = 'completed' } })
+    ev(conn, chat, 'A1', { type = 'turn.completed', seq = 3, stopReason = 'end_turn' })
+    eq({ 'mine' }, api.nvim_buf_get_lines(buf, 0, -1, false))
+    eq(true, vim.bo[buf].modified)
+    eq(notes + 1, #H.notes, vim.inspect(H.notes))
+    assert(H.notes[#H.notes]:find('b.txt changed on disk and this buffer has unsaved changes: :e! loads the file, :w overwrites it', 1, true), H.notes[#H.notes])
+    -- Neovim still knows the file changed since it was read, so its own check (and :w) warns: W12, a conflict.
+    local reason
+    local id = api.nvim_create_autocmd('FileChangedShell', {
+      buffer = buf,
+      callback = function()
+        reason = vim.v.fcs_reason
+        vim.v.fcs_choice = ''
+      end,
+    })
+    vim.cmd('checktime ' .. buf)
+    api.nvim_del_autocmd(id)
+    eq('conflict', reason)
+    api.nvim_buf_delete(buf, { force = true })
+  end)
+
+  it('does not touch buffers for a change that was rejected', function()
+    local chat, conn, path, buf = with_file('c.txt', 'keep\n')
+    api.nvim_buf_set_lines(buf, 0, -1, false, { 'edited' })
+    local notes = #H.notes
+    ev(conn, chat, 'A1', { type = 'activity.upsert', seq = 1, segment = { type = 'fileChange', path = path, oldText = 'keep\n', newText = 'edited\n', status = 'rejected' } })
+    ev(conn, chat, 'A1', { type = 'turn.completed', seq = 2, stopReason = 'end_turn' })
+    eq(notes, #H.notes, vim.inspect(H.notes))
+    api.nvim_buf_delete(buf, { force = true })
+  end)
+end)
+
+describe('turn status and rejected changes', function()
+  local ui = { max_input_chars = 100, max_output_lines = 10 }
+
+  it('marks interrupted, failed and cancelled turns on the activity line', function()
+    local function line(msg)
+      return render.activity(render.new_message(msg), ui, '/r')[1]
+    end
+    eq('⚠ interrupted', line({ id = 'A', role = 'assistant', status = 'interrupted', segments = { { type = 'content', content = 'half' } } }))
+    eq('✗ failed: agent exited with status 3', line({ id = 'A', role = 'assistant', status = 'failed', error = 'agent exited with status 3\nstderr: boom' }))
+    eq('cancelled', line({ id = 'A', role = 'assistant', status = 'cancelled' }))
+    eq(nil, line({ id = 'A', role = 'assistant', status = 'completed', segments = { { type = 'content', content = 'x' } } }))
+    eq(
+      '▸ 1 tool (1 running) · ⚠ interrupted', -- as stored: the tool never finished
+      line({ id = 'A', role = 'assistant', status = 'interrupted', segments = { { type = 'tool', id = 't', name = 'Read', status = 'running' } } })
+    )
+    local long = string.rep('é', 150)
+    eq('✗ failed: ' .. string.rep('é', 99) .. '…', line({ id = 'A', role = 'assistant', status = 'failed', error = long }))
+  end)
+
+  it('shows the marker of an interrupted turn from a snapshot, highlighted, and of a live failure', function()
+    local chat, conn = H.fake_chat()
+    chat:open()
+    conn.handlers['ochat/subscribe'] = function()
+      return {
+        conversation = { id = 'C4', title = 'crashed' },
+        messages = {
+          { id = 'U', role = 'user', content = 'go' },
+          { id = 'A', role = 'assistant', agent = 'test', status = 'interrupted', segments = { { type = 'content', content = 'so far' } } },
+        },
+      }
+    end
+    local done
+    chat:subscribe('C4', function()
+      done = true
+    end)
+    wait_for(function()
+      return done
+    end, 1000, 'subscribe')
+    eq('# crashed  ·  test\n\n## You\ngo\n\n## test · interrupted\n⚠ interrupted\nso far\n', chat:text())
+    local marks = api.nvim_buf_get_extmarks(chat.buf, api.nvim_get_namespaces().ochat_activity, { 6, 0 }, { 6, -1 }, { details = true })
+    local groups = {}
+    for _, mk in ipairs(marks) do
+      groups[mk[4].hl_group] = true
+    end
+    assert(groups.OChatStatus, vim.inspect(marks))
+    -- <CR> on a marker without activity expands nothing.
+    api.nvim_set_current_win(chat.win)
+    api.nvim_win_set_cursor(chat.win, { 7, 0 })
+    chat:toggle_activity_at_cursor()
+    eq('⚠ interrupted', api.nvim_buf_get_lines(chat.buf, 6, 7, false)[1])
+    -- A live turn that fails gets its marker when it ends.
+    conn:emit('ochat/event', { conversationId = 'C4', messageId = 'B', agent = 'test', event = { type = 'content.delta', seq = 1, delta = 'part' } })
+    conn:emit('ochat/event', { conversationId = 'C4', messageId = 'B', agent = 'test', event = { type = 'turn.failed', seq = 2, message = 'agent exited with status 3' } })
+    local text = chat:text()
+    assert(text:find('## test · failed\n✗ failed: agent exited with status 3\npart\n\n**Failed:** agent exited with status 3\n', 1, true), text)
+  end)
+
+  it('shows a rejected file change as not applied and leaves it out of the totals', function()
+    local m = render.new_message({ id = 'A', role = 'assistant' })
+    render.apply_event(m, { type = 'activity.upsert', segment = { type = 'fileChange', path = '/r/a.go', additions = 3, deletions = 1 } })
+    render.apply_event(m, { type = 'activity.upsert', segment = { type = 'fileChange', path = '/r/b.go', additions = 5, deletions = 2, status = 'rejected' } })
+    eq('1 file +3 -1 (1 not applied)', render.summary(m))
+    m.expanded = true
+    local lines = render.activity(m, ui, '/r')
+    eq({ '▾ 1 file +3 -1 (1 not applied)', '  ± a.go +3 -1', '  ± b.go +5 -2 not applied' }, lines)
+    local only = render.new_message({ id = 'B', role = 'assistant', status = 'cancelled', segments = { { type = 'fileChange', path = '/r/b.go', additions = 5, deletions = 2, status = 'rejected' } } })
+    eq({ '▸ 1 file not applied · cancelled' }, (render.activity(only, ui, '/r')))
+  end)
+end)
+
+describe('prompt checks', function()
+  it('warns about @words that name no workspace file and sends the text as typed', function()
+    local chat, conn, root = H.fake_chat()
+    H.write(root .. '/main.go', 'package main\n')
+    vim.fn.mkdir(root .. '/pkg', 'p')
+    start_turn(chat, conn)
+    local notes = #H.notes
+    chat:send('compare @main.go with @nonexist.go, @pkg/ and mail me@example.com', nil)
+    local sent = H.requests(conn, 'ochat/chat/send')[2]
+    eq('compare @main.go with @nonexist.go, @pkg/ and mail me@example.com', sent.text)
+    eq({ { kind = 'file', path = 'main.go' } }, sent.attachments)
+    eq({ 'ochat: @nonexist.go: no such file in the workspace', 'ochat: @pkg/: a folder; only files are attached' }, vim.list_slice(H.notes, notes + 1))
+  end)
+end)
+
+describe(':OChatAgent name', function()
+  local function agents_chat()
+    local chat, conn, root = H.fake_chat()
+    conn.handlers['ochat/agents/list'] = function()
+      return { agents = { { name = 'claude', available = true, command = 'claude-agent-acp' }, { name = 'gemini', available = false, reason = 'not on PATH', install = 'npm i -g @google/gemini-cli' } } }
+    end
+    return chat, conn, root
+  end
+
+  local function pick(chat, name)
+    local done
+    require('ochat.agents').pick(chat, name, function(a)
+      done = { a }
+    end)
+    wait_for(function()
+      return done
+    end, 1000, 'pick ' .. name)
+    return done[1]
+  end
+
+  it('refuses an unknown name with the known ones and keeps the agent', function()
+    local chat = agents_chat()
+    chat.agent = 'claude'
+    eq(nil, pick(chat, 'nosuch'))
+    eq('claude', chat.agent)
+    eq('ochat: unknown agent "nosuch"; known agents: claude, gemini', H.notes[#H.notes])
+  end)
+
+  it('takes an unavailable agent, showing why and what to fix', function()
+    local chat = agents_chat()
+    eq('gemini', pick(chat, 'gemini'))
+    eq('gemini', chat.agent)
+    eq('ochat: agent for the next message: gemini  (unavailable: not on PATH; to fix: npm i -g @google/gemini-cli)', H.notes[#H.notes])
+  end)
+
+  it('takes a known available agent', function()
+    local chat = agents_chat()
+    eq('claude', pick(chat, 'claude'))
+    eq('claude', chat.agent)
+  end)
+
+  it('completes names from ochat/agents/list, the first time too', function()
+    local _, conn, root = agents_chat()
+    local buf = api.nvim_create_buf(false, true)
+    api.nvim_buf_set_var(buf, 'ochat_root', root) -- the command acts on the workspace of the current buffer
+    api.nvim_set_current_buf(buf)
+    eq({ 'claude' }, require('ochat').complete_agent('cl'))
+    eq({ 'claude', 'gemini' }, require('ochat').complete_agent(''))
+    wait_for(function()
+      return #H.requests(conn, 'ochat/agents/list') >= 2
+    end, 1000, 'refreshed in the background')
+  end)
+end)

@@ -1,7 +1,7 @@
 -- ochat.agents: :OChatAgent.
 --
 -- Owns: picking the agent for the next message (ochat/agents/list, unavailable agents shown with the reason and what
--- to fix; untrusted workspace agents with a "Trust workspace agents" action running `ochatd trust`) and the agent's config options (ACP SessionConfigOption: mode, model, effort, … and ACP modes, as
+-- to fix; a name typed after :OChatAgent checked against the list; untrusted workspace agents with a "Trust workspace agents" action running `ochatd trust`) and the agent's config options (ACP SessionConfigOption: mode, model, effort, … and ACP modes, as
 -- reported in ochat/agentState) through vim.ui.select.
 -- Never: invents options or values the agent did not report.
 local util = require('ochat.util')
@@ -11,11 +11,15 @@ local M = {}
 --- Last agents list per root (for command completion).
 M.cache = {}
 
-function M.fetch(chat, cb)
+--- Lists the agents (ochat/agents/list) and caches the list for completion. `cb(list, err)`: on an error the list
+--- is empty and `err` the JSON-RPC error (already reported unless `quiet`).
+function M.fetch(chat, cb, quiet)
   chat.conn:request('ochat/agents/list', vim.empty_dict(), function(err, res)
     if err then
-      util.notify('agents: ' .. util.err_text(err), vim.log.levels.ERROR)
-      return cb and cb({})
+      if not quiet then
+        util.notify('agents: ' .. util.err_text(err), vim.log.levels.ERROR)
+      end
+      return cb and cb({}, err)
     end
     local list = util.nn(res.agents) or {}
     M.cache[chat.root] = list
@@ -254,12 +258,45 @@ function M.trust(chat, a, cb)
   end)
 end
 
+--- :OChatAgent name: checks `name` against ochat/agents/list. An unknown name is refused (error naming the known
+--- agents; the agent stays as it was); an unavailable agent is taken with its reason and what to fix shown (the
+--- send will fail until fixed). When the list cannot be had the name is taken with a warning. Then its options.
+--- `cb(agent or nil)`.
+local function pick_named(chat, name, cb)
+  M.fetch(chat, function(list, err)
+    if err then
+      util.notify(string.format('agent for the next message: %s (not checked: %s)', name, util.err_text(err)), vim.log.levels.WARN)
+    else
+      local found
+      local names = {}
+      for _, a in ipairs(list) do
+        table.insert(names, a.name)
+        if a.name == name then
+          found = a
+        end
+      end
+      if not found then
+        util.notify(string.format('unknown agent %q; known agents: %s', name, #names > 0 and table.concat(names, ', ') or '(none)'), vim.log.levels.ERROR)
+        return cb and cb(nil)
+      end
+      if util.nn(found.available) == false then
+        -- It has no session, so no options to offer yet: the reason and the fix are what the user needs.
+        util.notify('agent for the next message: ' .. M.format(found), vim.log.levels.WARN)
+        chat.agent = name
+        chat:update_title()
+        return cb and cb(name)
+      end
+    end
+    chat.agent = name
+    chat:update_title()
+    pick_settings(chat, name, cb)
+  end, true)
+end
+
 --- :OChatAgent [name]: picks the agent for the next message, then its options.
 function M.pick(chat, name, cb)
   if name and name ~= '' then
-    chat.agent = name
-    chat:update_title()
-    return pick_settings(chat, name, cb)
+    return pick_named(chat, name, cb)
   end
   M.fetch(chat, function(list)
     if #list == 0 then

@@ -347,7 +347,7 @@ local hl_ns
 local function highlight_ns()
   if not hl_ns then
     hl_ns = api.nvim_create_namespace('ochat_activity')
-    for group, link in pairs({ OChatActivity = 'Comment', OChatDetail = 'NonText', OChatFile = 'Directory', OChatError = 'ErrorMsg' }) do
+    for group, link in pairs({ OChatActivity = 'Comment', OChatDetail = 'NonText', OChatFile = 'Directory', OChatError = 'ErrorMsg', OChatStatus = 'WarningMsg' }) do
       vim.cmd(string.format('highlight default link %s %s', group, link))
     end
   end
@@ -362,11 +362,15 @@ function Chat:highlight_activity(b)
     if i == 0 then
       group = 'OChatActivity'
     elseif item and item.kind == 'file' then
-      group = 'OChatFile'
+      group = item.seg.status == 'rejected' and 'OChatDetail' or 'OChatFile'
     elseif item and item.kind == 'tool' and item.seg.status == 'error' then
       group = 'OChatError'
     end
     api.nvim_buf_add_highlight(self.buf, ns, group, b.start + 1 + i, 0, -1)
+    if i == 0 and item and item.mark_col and item.status ~= 'cancelled' then
+      -- "⚠ interrupted", "✗ failed: …" stand out from the summary before them.
+      api.nvim_buf_add_highlight(self.buf, ns, item.status == 'failed' and 'OChatError' or 'OChatStatus', b.start + 1, item.mark_col, -1)
+    end
   end
 end
 
@@ -561,8 +565,8 @@ end
 function Chat:toggle_activity_at_cursor()
   local l = api.nvim_win_get_cursor(0)[1] - 1
   local b = self:block_at(l)
-  if not b or b.alen == 0 then
-    return
+  if not b or b.alen == 0 or (b.items and b.items[1] and b.items[1].kind == 'status') then
+    return -- no activity, or only the status marker: nothing to expand
   end
   b.msg.expanded = not b.msg.expanded
   self:mark(b.msg, { activity = true })
@@ -884,6 +888,14 @@ function Chat:on_session_appended(p)
   self:set_native_messages(util.nn(p.messages) or {}, util.nn(p.reset) == true)
 end
 
+-- What the file of a change holds after it (or an excerpt of that): the new text, the old one once reverted.
+local function disk_text(seg)
+  if seg.status == 'reverted' then
+    return seg.oldText
+  end
+  return seg.newText
+end
+
 --- ochat/fileChangeStatus {conversationId, messageId, path, status}: a client applied or reverted a file change;
 --- its file line shows the new status.
 function Chat:on_file_change_status(p)
@@ -898,7 +910,23 @@ function Chat:on_file_change_status(p)
     if seg.path == p.path then
       seg.status = util.nn(p.status)
       self:mark(m, { activity = true })
+      -- Another client applied or reverted it, through its editor or on disk: buffers here follow.
+      require('ochat.diff').follow_disk({ { path = seg.path, text = disk_text(seg) } })
     end
+  end
+end
+
+--- Lets open buffers of the files `m` changed follow the disk (ochat.diff.follow_disk): reloaded when unmodified,
+--- a notice when they have unsaved changes. Changes the user rejected were never written and are skipped.
+function Chat:follow_disk(m)
+  local changes = {}
+  for _, seg in ipairs(render.file_changes(m)) do
+    if seg.path and seg.status ~= 'rejected' then
+      table.insert(changes, { path = seg.path, text = disk_text(seg) })
+    end
+  end
+  if #changes > 0 then
+    require('ochat.diff').follow_disk(changes)
   end
 end
 
@@ -934,10 +962,16 @@ function Chat:on_event(p)
   local d = render.apply_event(m, ev)
   if d then
     self:mark(m, d)
+    local seg = type(ev.segment) == 'table' and ev.segment or nil
+    if ev.type == 'activity.upsert' and seg and (seg.type == 'fileChange' or seg.status == 'completed' or seg.status == 'error') then
+      -- A file change, or a tool that finished (it may have written its file after reporting the change).
+      self:follow_disk(m)
+    end
     if ev.type == 'turn.completed' or ev.type == 'turn.failed' then
       if self.running_id == mid then
         self.running_id = nil
       end
+      self:follow_disk(m)
       for _, fn in ipairs(self.turn_waiters or {}) do
         pcall(fn, m)
       end
@@ -972,18 +1006,26 @@ function Chat:adopt_turn(live)
   end)
 end
 
---- Extracts `@path` attachments (existing workspace files) from a prompt.
+--- Extracts `@path` attachments from a prompt: an `@` at the start of a word (not in `me@example.com`), the path
+--- relative to the workspace root or absolute, trailing punctuation dropped. Returns the attachments of existing
+--- files ({kind='file', path=relative}) and the problems as "@word: why" (no such file, a folder), in order.
 function Chat:attachments(text)
-  local out, seen = {}, {}
-  for path in text:gmatch('@([^%s@]+)') do
-    local p = path:gsub('[,.;:]$', '')
-    local abs = p:sub(1, 1) == '/' and p or (self.root .. '/' .. p)
-    if not seen[p] and vim.fn.filereadable(abs) == 1 then
+  local out, problems, seen = {}, {}, {}
+  for path in (' ' .. text):gmatch('[%s%(%[{"\'`]@([^%s@]+)') do
+    local p = path:gsub('[,.;:!?%)%]}"\'`]+$', '')
+    if p ~= '' and not seen[p] then
       seen[p] = true
-      table.insert(out, { kind = 'file', path = util.relpath(abs, self.root) })
+      local abs = p:sub(1, 1) == '/' and p or (self.root .. '/' .. p)
+      if vim.fn.filereadable(abs) == 1 then
+        table.insert(out, { kind = 'file', path = util.relpath(abs, self.root) })
+      elseif vim.fn.isdirectory(abs) == 1 then
+        table.insert(problems, '@' .. p .. ': a folder; only files are attached')
+      else
+        table.insert(problems, '@' .. p .. ': no such file in the workspace')
+      end
     end
   end
-  return out
+  return out, problems
 end
 
 --- Formats a visual-range context block for the prompt: a fenced code block with the file and line range.
@@ -1038,7 +1080,10 @@ function Chat:send(text, opts, cb)
     opts.context, self.pending_context = self.pending_context, nil
   end
   local full = opts.context and (opts.context .. '\n\n' .. text) or text
-  local attachments = self:attachments(text)
+  local attachments, problems = self:attachments(text)
+  for _, why in ipairs(problems) do
+    util.notify(why, vim.log.levels.WARN) -- the prompt is sent as typed
+  end
   vim.list_extend(attachments, opts.attachments or {})
   local um = render.new_message({ role = 'user', content = full, attachments = attachments })
   self:add_message(um)

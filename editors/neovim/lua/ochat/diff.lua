@@ -6,7 +6,7 @@
 -- user asks); the user's edited proposal of a diff tab, as a WorkspaceEdit built here; ochat/fileChangeStatus; the
 -- workspace/applyEdit handler itself, which applies with
 -- vim.lsp.util.apply_workspace_edit (offset encoding utf-16, JSON nulls stripped first) so open buffers change and
--- undo works, then writes the touched buffers.
+-- undo works, then writes the touched buffers; open buffers following an agent's writes to disk (follow_disk).
 -- Never: edits files behind Neovim's back (every change goes through a buffer) or touches files outside a fileChange.
 local util = require('ochat.util')
 
@@ -140,6 +140,80 @@ function M.sync_from_disk(b)
     vim.cmd('let &undolevels = &undolevels')
   end)
   return true
+end
+
+-- Disk state of a file as a string (mtime in ns and size), nil when it does not exist.
+local function disk_key(path)
+  local st = util.uv.fs_stat(path)
+  return st and string.format('%d.%09d:%d', st.mtime.sec, st.mtime.nsec or 0, st.size) or nil
+end
+
+--- Disk states already told about, per buffer: a buffer with unsaved changes is told about each disk state once.
+M.told = {}
+
+--- The loaded file buffers (buftype '') whose file is `path` (absolute; symlinks resolved on both sides).
+function M.buffers_of(path)
+  local want = { [path] = true, [vim.fn.resolve(path)] = true }
+  local out = {}
+  for _, b in ipairs(api.nvim_list_bufs()) do
+    if api.nvim_buf_is_loaded(b) and api.nvim_buf_get_option(b, 'buftype') == '' then
+      local name = api.nvim_buf_get_name(b)
+      if name ~= '' and (want[name] or want[vim.fn.resolve(vim.fn.fnamemodify(name, ':p'))]) then
+        table.insert(out, b)
+      end
+    end
+  end
+  return out
+end
+
+--- Makes open buffers follow what an agent wrote to disk (claudecode.nvim and CodeCompanion do the same).
+--- `changes`: list of {path = absolute path, text = what the file now holds or an excerpt of it (nil: unknown)}.
+--- For each loaded buffer of a path, one without unsaved changes gets `:checktime`, which reloads it silently when
+--- the file changed (also with 'noautoread': a one-shot buffer-local FileChangedShell answers "reload"; the undo
+--- history survives through 'undoreload'); a deleted file is told, not unloaded. A buffer with unsaved changes is
+--- left alone (no blocking W12 prompt now); when the file holds `text` and differs from the buffer, a vim.notify
+--- says so, once per disk state. Neovim's own check (on focus, :checktime, :w) still warns before anything is
+--- overwritten. Returns the buffers reloaded.
+function M.follow_disk(changes)
+  local reloaded = {}
+  for _, c in ipairs(changes) do
+    for _, b in ipairs(M.buffers_of(c.path)) do
+      local name = api.nvim_buf_get_name(b)
+      local short = vim.fn.fnamemodify(name, ':~:.')
+      if vim.fn.getbufvar(b, '&modified') == 1 then
+        local key = disk_key(name)
+        local disk = key and M.told[b] ~= key and util.read_file(name)
+        if disk and disk ~= buf_text(b) and (c.text == nil or disk:find(c.text, 1, true)) then
+          M.told[b] = key
+          util.notify(short .. ' changed on disk and this buffer has unsaved changes: :e! loads the file, :w overwrites it', vim.log.levels.WARN)
+        end
+      else
+        local tick = api.nvim_buf_get_changedtick(b)
+        local group = api.nvim_create_augroup('ochat_follow_disk', { clear = true })
+        api.nvim_create_autocmd('FileChangedShell', {
+          group = group,
+          buffer = b,
+          callback = function()
+            if vim.v.fcs_reason == 'deleted' then
+              vim.v.fcs_choice = ''
+              util.notify(short .. ' was deleted on disk; the buffer keeps its text', vim.log.levels.WARN)
+            else
+              vim.v.fcs_choice = 'reload'
+            end
+          end,
+        })
+        local ok, err = pcall(vim.cmd, 'silent checktime ' .. b) -- silent: no "file" 3L, 20B message per buffer
+        pcall(api.nvim_del_augroup_by_id, group)
+        if not ok then
+          util.notify('reload ' .. short .. ': ' .. tostring(err), vim.log.levels.WARN)
+        elseif api.nvim_buf_is_valid(b) and api.nvim_buf_get_changedtick(b) ~= tick then
+          M.told[b] = nil
+          table.insert(reloaded, b)
+        end
+      end
+    end
+  end
+  return reloaded
 end
 
 -- Full-document replacement of `path` by `text` (nil: delete the file), as a WorkspaceEdit.

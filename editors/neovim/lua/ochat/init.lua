@@ -183,7 +183,8 @@ function M.complete_prompt(arglead)
   return {}
 end
 
---- :OChatAgent completion: agent names from the last list (fetched in the background on first use).
+--- :OChatAgent completion: agent names from ochat/agents/list. The first completion waits for the list (at most
+--- 2 s); later ones use the last list and refresh it in the background.
 function M.complete_agent(arglead)
   local ok, c = pcall(chat)
   if not ok then
@@ -191,9 +192,17 @@ function M.complete_agent(arglead)
   end
   local agents = require('ochat.agents')
   local list = agents.cache[c.root]
-  if not list then
-    agents.fetch(c)
-    return {}
+  if list then
+    agents.fetch(c, nil, true)
+  else
+    local done
+    agents.fetch(c, function()
+      done = true
+    end, true)
+    vim.wait(2000, function()
+      return done
+    end, 10)
+    list = agents.cache[c.root] or {}
   end
   local out = {}
   for _, a in ipairs(list) do

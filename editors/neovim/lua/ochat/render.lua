@@ -220,16 +220,20 @@ local plan_mark = { pending = '[ ]', in_progress = '[~]', completed = '[x]' }
 function M.summary(m)
   local parts = {}
   local tools, by = 0, {}
-  local files, adds, dels = 0, 0, 0
+  local files, adds, dels, rejected = 0, 0, 0, 0
   local plan
   for _, s in ipairs(m.segments) do
     if s.type == 'tool' then
       tools = tools + 1
       by[s.status or 'pending'] = (by[s.status or 'pending'] or 0) + 1
     elseif s.type == 'fileChange' then
-      files = files + 1
-      adds = adds + count(s.additions)
-      dels = dels + count(s.deletions)
+      if s.status == 'rejected' then
+        rejected = rejected + 1 -- refused or cancelled: never written, so not in the totals
+      else
+        files = files + 1
+        adds = adds + count(s.additions)
+        dels = dels + count(s.deletions)
+      end
     elseif s.type == 'plan' then
       plan = s.entries
     end
@@ -247,7 +251,9 @@ function M.summary(m)
     table.insert(parts, tools .. (tools == 1 and ' tool' or ' tools') .. (#st > 0 and ' (' .. table.concat(st, ', ') .. ')' or ''))
   end
   if files > 0 then
-    table.insert(parts, string.format('%d %s +%d -%d', files, files == 1 and 'file' or 'files', adds, dels))
+    table.insert(parts, string.format('%d %s +%d -%d%s', files, files == 1 and 'file' or 'files', adds, dels, rejected > 0 and string.format(' (%d not applied)', rejected) or ''))
+  elseif rejected > 0 then
+    table.insert(parts, string.format('%d %s not applied', rejected, rejected == 1 and 'file' or 'files'))
   end
   if plan and #plan > 0 then
     local done = 0
@@ -277,15 +283,46 @@ local function push_block(lines, items, prefix, text, item, max_lines)
   end
 end
 
---- The activity block: nil when the turn has no activity, else lines and items (line index -> segment) for
---- keymaps. Collapsed it is one line; expanded it lists tools with input/output, plan entries, per-file
---- `+adds -dels` and the reasoning.
+--- The marker of a turn that did not end normally, as the CLI shows it: "⚠ interrupted" (the daemon died mid-turn),
+--- "✗ failed: <first line of the error, at most 100 characters>", "cancelled"; nil for any other turn.
+function M.status_marker(m)
+  if m.role ~= 'assistant' then
+    return nil
+  end
+  if m.status == 'interrupted' then
+    return '⚠ interrupted'
+  elseif m.status == 'failed' then
+    local e = vim.trim((type(m.error) == 'string' and m.error or ''):match('[^\n]*'))
+    if vim.fn.strchars(e) > 100 then
+      e = vim.fn.strcharpart(e, 0, 99) .. '…'
+    end
+    return e ~= '' and ('✗ failed: ' .. e) or '✗ failed'
+  elseif m.status == 'cancelled' then
+    return 'cancelled'
+  end
+end
+
+--- The activity block: nil when the turn has neither activity nor a status marker (M.status_marker), else lines
+--- and items (line index -> segment) for keymaps. The first line is the summary ("▸ 1 tool · 1 file +2 -0") followed
+--- by the marker, or the marker alone for a turn without activity (item kind 'status', nothing to expand); its item
+--- has `mark_col`, the byte where the marker starts. Expanded it lists tools with input/output, plan entries,
+--- per-file `+adds -dels` (a rejected change: "not applied") and the reasoning.
 function M.activity(m, opts, root)
   local sum = M.summary(m)
+  local mark = M.status_marker(m)
   if not sum then
-    return {}, {}
+    if not mark then
+      return {}, {}
+    end
+    return { mark }, { { kind = 'status', mark_col = 0, status = m.status } }
   end
-  local lines, items = { (m.expanded and '▾ ' or '▸ ') .. sum }, { { kind = 'activity' } }
+  local head = (m.expanded and '▾ ' or '▸ ') .. sum
+  local first = { kind = 'activity' }
+  if mark then
+    first.mark_col, first.status = #head + #' · ', m.status
+    head = head .. ' · ' .. mark
+  end
+  local lines, items = { head }, { first }
   if not m.expanded then
     return lines, items
   end
@@ -306,11 +343,12 @@ function M.activity(m, opts, root)
       end
     elseif s.type == 'fileChange' then
       local item = { kind = 'file', seg = s }
+      local status = s.status == 'rejected' and 'not applied' or s.status
       push_block(
         lines,
         items,
         '  ± ',
-        string.format('%s +%d -%d%s', util.relpath(s.path or '?', root), count(s.additions), count(s.deletions), s.status and (' ' .. s.status) or ''),
+        string.format('%s +%d -%d%s', util.relpath(s.path or '?', root), count(s.additions), count(s.deletions), status and (' ' .. status) or ''),
         item
       )
     elseif s.type == 'plan' then
