@@ -618,6 +618,85 @@ describe('e2e with ochatd and the test agent', function()
     eq(nil, require('ochat.util').nn(wsagent.untrusted))
   end)
 
+  it('reloads an open buffer that the agent wrote; one with unsaved changes is left alone and told', function()
+    chat:new_conversation()
+    H.write(ws .. '/main.go', 'package main\n')
+    vim.cmd('tabnew ' .. vim.fn.fnameescape(ws .. '/main.go'))
+    local buf = api.nvim_get_current_buf()
+    vim.cmd('tabprevious')
+    local allow = function(items)
+      return vim.tbl_filter(function(o)
+        return o.optionId == 'allow'
+      end, items)[1]
+    end
+    local restore = stub_select(allow)
+    turn('WRITE main.go package main\\n\\nfunc main() {}\\n')
+    restore()
+    eq('package main\n\nfunc main() {}\n', H.read(ws .. '/main.go'))
+    eq({ 'package main', '', 'func main() {}' }, api.nvim_buf_get_lines(buf, 0, -1, false))
+    eq(false, vim.bo[buf].modified)
+    api.nvim_buf_set_lines(buf, 0, -1, false, { '// mine' })
+    restore = stub_select(allow)
+    turn('WRITE main.go package other\\n')
+    restore()
+    eq({ '// mine' }, api.nvim_buf_get_lines(buf, 0, -1, false))
+    local told = vim.tbl_filter(function(n)
+      return n:find('main.go changed on disk and this buffer has unsaved changes', 1, true) ~= nil
+    end, H.notes)
+    eq(1, #told, vim.inspect(H.notes))
+    vim.cmd('bwipe! ' .. buf)
+  end)
+
+  it('shows a rejected write as not applied, out of the totals', function()
+    local restore = stub_select(function(items)
+      return vim.tbl_filter(function(o)
+        return o.optionId == 'reject'
+      end, items)[1]
+    end)
+    local m = turn('WRITE never.txt nope')
+    restore()
+    eq(nil, H.read(ws .. '/never.txt'))
+    eq('rejected', require('ochat.render').file_changes(m)[1].status, vim.inspect(m.segments))
+    local text = chat:text()
+    assert(text:find('▸ 1 tool (1 failed) · 1 file not applied\n', 1, true), text)
+  end)
+
+  it(':OChatAgent refuses an unknown agent, naming the known ones, and completes names', function()
+    chat:open({ focus = 'prompt', insert = false }) -- the commands act on the workspace of the current buffer
+    eq(true, vim.tbl_contains(vim.fn.getcompletion('OChatAgent ', 'cmdline'), 'test'))
+    local notes = #H.notes
+    vim.cmd('OChatAgent nosuch')
+    wait_for(function()
+      return #H.notes > notes
+    end, 5000, 'the refusal')
+    assert(H.notes[#H.notes]:find('^ochat: unknown agent "nosuch"; known agents: .*test'), H.notes[#H.notes])
+    eq('test', chat.agent)
+  end)
+
+  it('warns about an @file that does not exist and sends the prompt as typed', function()
+    local notes = #H.notes
+    local m = turn('PLAIN see @nonexist.go')
+    eq('completed', m.status)
+    eq('ochat: @nonexist.go: no such file in the workspace', H.notes[notes + 1])
+    assert(chat:text():find('## You\nPLAIN see @nonexist.go\n', 1, true), chat:text())
+  end)
+
+  it('marks the turn the daemon died in as interrupted', function()
+    chat:new_conversation()
+    chat:send('SLOW 400')
+    wait_for(function()
+      return chat:text():find('c3 ', 1, true)
+    end, 5000, 'some chunks')
+    local pids = daemon_pids()
+    eq(1, #pids)
+    require('ochat.util').uv.kill(pids[1], 'sigkill')
+    -- The next daemon marks the turn interrupted, keeping what was checkpointed; the chat resubscribes and shows it.
+    wait_for(function()
+      return chat:text():find('\n## test · interrupted[^\n]*\n⚠ interrupted\nc0 ')
+    end, 15000, 'the interrupted turn after reconnecting')
+    eq('interrupted', chat.messages[#chat.messages].status)
+  end)
+
   it(':checkhealth ochat finds the daemon, its version and the agents', function()
     vim.cmd('edit ' .. ws .. '/out.txt')
     vim.cmd('checkhealth ochat')
