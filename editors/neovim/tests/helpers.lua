@@ -37,8 +37,9 @@ function H.fake_conn(root)
 end
 
 --- Creates a chat state for a fresh temp workspace, wired to a fake connection. Returns chat, conn, root.
-function H.fake_chat(opts)
-  local root = vim.fn.tempname()
+--- `root` (optional) names the workspace directory to use instead of a fresh temp one.
+function H.fake_chat(opts, root)
+  root = root or vim.fn.tempname()
   vim.fn.mkdir(root, 'p')
   root = require('ochat.util').normpath(root)
   require('ochat').setup(vim.tbl_deep_extend('force', { permission = { use_select = true } }, opts or {}))

@@ -989,9 +989,11 @@ end)
 
 describe('workspace trust', function()
   -- A fake daemon listing one untrusted workspace agent; `cmd` is a shell script that records its arguments.
-  local function untrusted_chat()
+  -- `root` (optional): the workspace directory; `install` (optional): function(settings, root) -> install text.
+  local function untrusted_chat(root, install)
     local rec = vim.fn.tempname()
-    local chat, conn, root = H.fake_chat({ cmd = { 'sh', '-c', 'echo "$@" > "$0"; echo Trusted: these commands may now run', rec } })
+    local chat, conn
+    chat, conn, root = H.fake_chat({ cmd = { 'sh', '-c', 'echo "$@" > "$0"; echo Trusted: these commands may now run', rec } }, root)
     local settings = root .. '/.ochat/settings.json'
     vim.fn.mkdir(root .. '/.ochat', 'p')
     H.write(settings, '{"agent_servers": {"mine": {"command": "my-agent"}}}\n')
@@ -1009,7 +1011,7 @@ describe('workspace trust', function()
             available = false,
             untrusted = true,
             reason = 'workspace settings ' .. settings .. ' are not trusted: run `ochatd trust` (or review the file first)',
-            install = 'review ' .. settings .. ', then run: ochatd trust --workspace ' .. root,
+            install = install and install(settings, root) or ('review ' .. settings .. ', then run: ochatd trust --workspace ' .. root),
           },
         },
       }
@@ -1063,6 +1065,28 @@ describe('workspace trust', function()
     wait_for(function()
       return require('ochat.agents').cache[chat.root][1].available == true
     end, 1000, 'available now')
+  end)
+
+  it('trusts a workspace whose path has spaces and non-ASCII, whatever quoting the install text uses', function()
+    local root = vim.fn.tempname() .. " wörk spåce 🚀"
+    local q = function(p)
+      return "'" .. p .. "'"
+    end
+    local chat, _, _, settings, rec = untrusted_chat(root, function(settings, r)
+      return 'review ' .. q(settings) .. ', then run: ochatd trust --workspace ' .. q(r)
+    end)
+    eq(root, chat.conn.root)
+    local shown = pick_with(chat, {
+      function(items)
+        return items[#items]
+      end,
+      function(items)
+        return items[1]
+      end,
+    })
+    eq('Let the agents of ' .. settings .. ' run as you in ' .. root .. '?', shown[2].prompt)
+    eq(settings, vim.api.nvim_buf_get_name(0), 'the settings file is shown')
+    eq('trust --workspace ' .. root .. '\n', H.read(rec))
   end)
 
   it('runs nothing when the user says no', function()

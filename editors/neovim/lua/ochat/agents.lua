@@ -199,14 +199,19 @@ local function pick_settings(chat, agent, cb)
   end)
 end
 
---- Where an untrusted entry says its settings are, and for which workspace: from its `install` ("review <path>, then
---- run: ochatd trust --workspace <dir>"), else the workspace's .ochat/settings.json. Returns settings path, workspace.
+--- Where an untrusted entry's settings are, and for which workspace: the workspace is the root this plugin connected
+--- with (`ochatd connect --workspace <root>`), never text parsed out of `install` (the daemon shell-quotes paths
+--- there, so a path with spaces or non-ASCII would come back with its quotes). The settings file is the one `install`
+--- names ("review <path>, then run: …") when that file exists as written, else <root>/.ochat/settings.json.
+--- Returns settings path, workspace root.
 function M.trust_target(chat, a)
+  local dir = (chat.conn and chat.conn.root) or chat.root
   local install = util.nn(a and a.install) or ''
   local path = install:match('^review (.-), then run:')
-  local dir = install:match('%-%-workspace (.+)$')
-  dir = dir and vim.trim(dir) or chat.root
-  return path or (dir .. '/.ochat/settings.json'), dir
+  if not (path and vim.fn.filereadable(path) == 1) then
+    path = dir .. '/.ochat/settings.json'
+  end
+  return path, dir
 end
 
 --- The "Trust workspace agents" action: opens the workspace settings file (read-only, in a new tab) for review,
