@@ -239,12 +239,8 @@ type RegistryOptions struct {
 	LookPath func(string) (string, error)
 }
 
-// settingsFile is the part of a settings.json this package reads (Zed's
-// agent_servers shape).
-type settingsFile struct {
-	AgentServers map[string]settingsEntry `json:"agent_servers"`
-}
-
+// settingsEntry is one agent_servers entry of a settings.json (Zed's
+// shape, plus fsCapabilities).
 type settingsEntry struct {
 	Command        *string           `json:"command"`
 	Args           []string          `json:"args"`
@@ -336,10 +332,13 @@ func buildRegistry(o RegistryOptions, trustAll bool) (*Registry, error) {
 				trusted = r.wsState == TrustOK
 			}
 		}
-		entries, err := parseSettings(raw)
+		entries, bad, err := parseSettings(raw)
 		if err != nil {
 			r.problems = append(r.problems, Problem{Source: l.source, Path: l.path, Message: err.Error(), Untrusted: !trusted})
 			continue
+		}
+		for _, name := range slices.Sorted(maps.Keys(bad)) {
+			r.problems = append(r.problems, Problem{Source: l.source, Path: l.path, Agent: name, Message: bad[name].Error(), Untrusted: !trusted})
 		}
 		if trusted {
 			r.files = append(r.files, l.path)
@@ -435,39 +434,60 @@ const settingsShape = ` (expected {"agent_servers": {"NAME": {"command": "...", 
 
 // parseSettings decodes a settings file as Zed writes it: JSON with // and
 // /* */ comments and trailing commas (HuJSON). Errors say "line L, column
-// C".
-func parseSettings(b []byte) (map[string]settingsEntry, error) {
-	std, err := hujson.Standardize(b) // comments and trailing commas become spaces: offsets kept
+// C". err is for a file that is unusable as a whole (not JSON with comments,
+// agent_servers not an object); an entry that does not decode (say "args":
+// "x") is left out of entries and reported in bad under its name, so one
+// typo does not take the file's other agents down. b is not modified (the
+// caller hashes it for trust).
+func parseSettings(b []byte) (entries map[string]settingsEntry, bad map[string]error, err error) {
+	std, err := hujson.Standardize(slices.Clone(b)) // comments and trailing commas become spaces: offsets kept
 	if err != nil && !bytes.HasSuffix(b, []byte("\n")) {
 		// hujson wants a newline after a final line comment.
-		if s, err2 := hujson.Standardize(append(slices.Clip(b), '\n')); err2 == nil {
+		if s, err2 := hujson.Standardize(append(slices.Clone(b), '\n')); err2 == nil {
 			std, err = s, nil
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%s%s", strings.TrimPrefix(err.Error(), "hujson: "), settingsShape)
+		return nil, nil, fmt.Errorf("%s%s", strings.TrimPrefix(err.Error(), "hujson: "), settingsShape)
 	}
-	var f settingsFile
+	var f struct {
+		AgentServers map[string]json.RawMessage `json:"agent_servers"`
+	}
 	if err := json.Unmarshal(std, &f); err != nil {
-		var off int64 = -1
-		var se *json.SyntaxError
-		var te *json.UnmarshalTypeError
-		switch {
-		case errors.As(err, &se):
-			off = se.Offset
-		case errors.As(err, &te):
-			off = te.Offset
-		}
-		if off >= 0 && off <= int64(len(std)) {
-			line, col := lineColumn(std, int(off))
-			return nil, fmt.Errorf("line %d, column %d: %w%s", line, col, err, settingsShape)
-		}
-		return nil, fmt.Errorf("%w%s", err, settingsShape)
+		return nil, nil, positioned(std, 0, err)
 	}
-	if f.AgentServers == nil {
-		return map[string]settingsEntry{}, nil
+	entries = make(map[string]settingsEntry, len(f.AgentServers))
+	for name, raw := range f.AgentServers {
+		var e settingsEntry
+		if err := json.Unmarshal(raw, &e); err != nil {
+			if bad == nil {
+				bad = make(map[string]error)
+			}
+			bad[name] = positioned(std, max(0, bytes.Index(std, raw)), err)
+			continue
+		}
+		entries[name] = e
 	}
-	return f.AgentServers, nil
+	return entries, bad, nil
+}
+
+// positioned adds "line L, column C" of std to a decoding error whose offset
+// is relative to base.
+func positioned(std []byte, base int, err error) error {
+	var off int64 = -1
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		off = se.Offset
+	case errors.As(err, &te):
+		off = te.Offset
+	}
+	if n := base + int(off); off >= 0 && n <= len(std) {
+		line, col := lineColumn(std, n)
+		return fmt.Errorf("line %d, column %d: %w%s", line, col, err, settingsShape)
+	}
+	return fmt.Errorf("%w%s", err, settingsShape)
 }
 
 // lineColumn converts byte offset n of b to a 1-based line and column
@@ -499,9 +519,12 @@ func entryProblem(name string, e settingsEntry, known bool) string {
 // content, or an entry the registry would leave out (no "command" for a new
 // name, an empty one), is an error naming the entry.
 func SettingsAgents(content []byte) ([]Spec, error) {
-	entries, err := parseSettings(content)
+	entries, bad, err := parseSettings(content)
 	if err != nil {
 		return nil, err
+	}
+	for _, n := range slices.Sorted(maps.Keys(bad)) {
+		return nil, fmt.Errorf("agent_servers.%s: %w", n, bad[n])
 	}
 	for n, e := range entries {
 		known := slices.ContainsFunc(builtins, func(b builtin) bool { return b.name == n })

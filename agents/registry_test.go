@@ -1,12 +1,14 @@
 package agents
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -266,10 +268,56 @@ func TestSettingsJSONC(t *testing.T) {
 	if err != nil || len(specs) != 1 || specs[0].Command != "x" {
 		t.Errorf("SettingsAgents = %+v, %v", specs, err)
 	}
-	// Type errors after a comment still point at the right line.
-	_, err = parseSettings([]byte("/* one\ntwo */\n{\"agent_servers\": {\"a\": {\"command\": 3}}}"))
-	if err == nil || !strings.Contains(err.Error(), "line 3, column") {
-		t.Errorf("type error = %v", err)
+	// Type errors after a comment still point at the right line, and only
+	// take their own entry down.
+	entries, bad, err := parseSettings([]byte("/* one\ntwo */\n{\"agent_servers\": {\"a\": {\"command\": 3},\n \"b\": {\"command\": \"ok\"}}}"))
+	if err != nil || bad["a"] == nil || !strings.Contains(bad["a"].Error(), "line 3, column") || len(entries) != 1 || entries["b"].Command == nil {
+		t.Errorf("type error: entries %v bad %v err %v", entries, bad, err)
+	}
+	// Parsing never changes the bytes the trust hash is taken over.
+	content := []byte("{ // repo agent\n \"agent_servers\": {\"repo\": {\"command\": \"x\"},} /* c */ }")
+	orig := slices.Clone(content)
+	if _, err := SettingsAgents(content); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(content, orig) {
+		t.Errorf("SettingsAgents changed its input:\n%s\nwas\n%s", content, orig)
+	}
+}
+
+// One entry of the wrong shape is a problem of that entry: the file's other
+// agents, and the built-ins, still load.
+func TestRegistryBadEntryKeepsOthers(t *testing.T) {
+	dir := t.TempDir()
+	user := filepath.Join(dir, "ochat", "settings.json")
+	if err := os.MkdirAll(filepath.Dir(user), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	body := `{"agent_servers": {"good": {"command": "sh"}, "badargs": {"command": "sh", "args": "notalist"}, "badcmd": {"command": 42}}}`
+	if err := os.WriteFile(user, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewRegistry(RegistryOptions{UserConfigDir: dir, Workspace: t.TempDir(), LookPath: func(s string) (string, error) { return "/bin/" + s, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Lookup("good"); err != nil {
+		t.Errorf("good: %v", err)
+	}
+	if _, err := r.Lookup("claude"); err != nil {
+		t.Errorf("built-in claude: %v", err)
+	}
+	got := map[string]string{}
+	for _, p := range r.Problems() {
+		got[p.Agent] = p.Message
+	}
+	for _, name := range []string{"badargs", "badcmd"} {
+		if !strings.Contains(got[name], "line 1, column") {
+			t.Errorf("problem for %s = %q, want one with its position", name, got[name])
+		}
+	}
+	if _, err := r.Lookup("badargs"); err == nil {
+		t.Errorf("badargs looked up though its entry is broken")
 	}
 }
 
