@@ -27,7 +27,9 @@ import (
 // printed on stderr. Reasoning prints as "thinking: …" (dimmed on a
 // terminal) unless --quiet. Exit status (chatUsage): 0 completed, 1 failed,
 // 2 usage or cancelled by another client or the daemon, 130 cancelled by
-// Ctrl-C. An interrupt cancels the turn; a second one leaves it running.
+// Ctrl-C, 3 stopped after the user (or --no) rejected a permission request
+// (exitRejected). An interrupt cancels the turn; a second one leaves it
+// running.
 func runChat(ctx context.Context, env *Env, args []string) int {
 	var c common
 	fs := newFlags(env, "chat", &c, true)
@@ -102,11 +104,13 @@ conversation (ids: ochatd conversations). A permission question accepts the opti
 name, y/yes (allow once) or n/no (reject once).
 
 Exit status: 0 completed, 1 failed, 2 usage error or turn cancelled by another client or the daemon,
-130 cancelled by Ctrl-C (a second Ctrl-C leaves the turn running in the daemon).`
+3 the agent stopped because you (or --no) rejected its permission request, 130 cancelled by Ctrl-C
+(a second Ctrl-C leaves the turn running in the daemon).`
 
 // Exit statuses of `ochatd chat`.
 const (
 	exitCancelledElsewhere = 2
+	exitRejected           = 3
 	exitInterrupted        = 130
 )
 
@@ -121,8 +125,13 @@ type chatTurn struct {
 	auto            string // "", "allow", "reject"
 	stdin           io.Reader
 	promptFromStdin bool
-	lines           chan string   // stdin lines, read by one goroutine; closed at EOF
-	interrupted     chan struct{} // closed at the first Ctrl-C
+	lines           chan string              // stdin lines, read by one goroutine; closed at EOF
+	stdinEOF        bool                     // lines was closed
+	notes           chan daemon.Notification // the daemon's notifications, read by one goroutine; closed when the connection ends
+	notesErr        error                    // why notes was closed
+	pending         []daemon.Notification    // notifications that arrived while a question waited
+	rejected        bool                     // the user (or --no) rejected a permission request of this turn
+	interrupted     chan struct{}            // closed at the first Ctrl-C
 	atLineStart     bool
 	inReasoning     bool
 	agent           string            // the answering agent, from the events
@@ -161,10 +170,27 @@ func (t *chatTurn) run(ctx context.Context) int {
 			t.cl.Call(ctx, daemon.MethodChatCancel, daemon.ConversationParams{ConversationID: t.res.ConversationID}, &r)
 		}
 	}()
+	t.notes = make(chan daemon.Notification)
+	go func() {
+		defer close(t.notes)
+		for {
+			n, err := t.cl.Next(ctx)
+			if err != nil {
+				t.notesErr = err
+				return
+			}
+			select {
+			case t.notes <- n:
+			case <-ctx.Done():
+				t.notesErr = ctx.Err()
+				return
+			}
+		}
+	}()
 	for {
-		n, err := t.cl.Next(ctx)
-		if err != nil {
-			return fail(t.env, "connection to the daemon ended before the turn did: %v", err)
+		n, ok := t.next()
+		if !ok {
+			return fail(t.env, "connection to the daemon ended before the turn did: %v", t.notesErr)
 		}
 		switch n.Method {
 		case daemon.NotifyEvent:
@@ -196,6 +222,32 @@ func (t *chatTurn) run(ctx context.Context) int {
 		case daemon.NotifyResync:
 			if code, done := t.resync(ctx); done {
 				return code
+			}
+		}
+	}
+}
+
+// next returns the next notification: one held back while a question
+// waited, else the next from the daemon. A stdin line typed while no
+// question waits is dropped (it answered a question already resolved
+// elsewhere). ok is false when the connection has ended.
+func (t *chatTurn) next() (daemon.Notification, bool) {
+	if len(t.pending) > 0 {
+		n := t.pending[0]
+		t.pending = t.pending[1:]
+		return n, true
+	}
+	for {
+		var lines chan string
+		if !t.stdinEOF {
+			lines = t.lines // nil until the first question: no read is pending
+		}
+		select {
+		case n, ok := <-t.notes:
+			return n, ok
+		case _, ok := <-lines:
+			if !ok {
+				t.stdinEOF = true
 			}
 		}
 	}
@@ -252,6 +304,10 @@ func (t *chatTurn) end(ev transcript.Event) int {
 			fmt.Fprintln(t.env.Stderr, "(stopped: cancelled)")
 			return exitInterrupted
 		default:
+			if t.rejected {
+				fmt.Fprintln(t.env.Stderr, "(stopped: you rejected the permission request)")
+				return exitRejected
+			}
 			fmt.Fprintln(t.env.Stderr, "(stopped: cancelled by another client or the daemon)")
 			return exitCancelledElsewhere
 		}
@@ -373,12 +429,25 @@ func (t *chatTurn) permission(ctx context.Context, p daemon.PermissionParams) {
 		}
 		fmt.Fprintf(w, "  → %s (--%s)\n", describeAnswer(p.Options, resp), map[string]string{"allow": "yes", "reject": "no"}[t.auto])
 	} else {
-		resp = t.ask(p)
+		var how askEnd
+		resp, how = t.ask(p)
+		switch how {
+		case askResolvedElsewhere, askConnectionEnded:
+			return
+		case askInterrupted:
+			fmt.Fprintln(w, "  (cancelled)")
+		}
+	}
+	if isReject(p.Options, resp.OptionID) {
+		t.rejected = true
 	}
 	if err := t.cl.Call(ctx, daemon.MethodPermissionRespond, resp, nil); err != nil {
 		var je *jsonrpc2.Error
 		if errors.As(err, &je) && je.Code == daemon.CodeNotFound {
-			fmt.Fprintln(w, "  (already answered elsewhere)")
+			if !resp.Cancelled {
+				t.rejected = false
+				fmt.Fprintln(w, "  (already answered elsewhere)")
+			}
 			return
 		}
 		fmt.Fprintf(w, "ochatd: answer permission: %v\n", err)
@@ -388,38 +457,76 @@ func (t *chatTurn) permission(ctx context.Context, p daemon.PermissionParams) {
 // maxAsks is how often an unclear permission answer is asked again.
 const maxAsks = 3
 
+// askEnd says how a permission question ended.
+type askEnd int
+
+const (
+	askAnswered          askEnd = iota // answered here (or rejected for lack of a clear answer)
+	askInterrupted                     // Ctrl-C: answer cancelled
+	askResolvedElsewhere               // ochat/permissionResolved arrived: another client answered, or the turn ended
+	askConnectionEnded                 // the daemon connection ended
+)
+
 // ask puts a permission question on the terminal (stderr) and reads the
 // answer from stdin: the option's number, id or name, y/yes or n/no. An
 // unclear answer asks again (3 times in all, then rejects); EOF rejects;
-// Ctrl-C answers cancelled (the turn is being cancelled).
-func (t *chatTurn) ask(p daemon.PermissionParams) daemon.RespondParams {
+// Ctrl-C answers cancelled (the turn is being cancelled). While it waits,
+// an ochat/permissionResolved for this permission (another client answered)
+// drops the question at once: the pending stdin read is abandoned (next
+// drops the line it yields). Other notifications are held for next.
+func (t *chatTurn) ask(p daemon.PermissionParams) (daemon.RespondParams, askEnd) {
 	w := t.env.Stderr
 	resp := daemon.RespondParams{PermissionID: p.PermissionID}
-	reject := func(why string) daemon.RespondParams {
+	reject := func(why string) (daemon.RespondParams, askEnd) {
 		resp.OptionID = pickOption(p.Options, "reject")
 		resp.Cancelled = resp.OptionID == ""
 		fmt.Fprintf(w, "  %s: answering %s\n", why, describeAnswer(p.Options, resp))
-		return resp
+		return resp, askAnswered
 	}
 	if t.promptFromStdin {
 		return reject("stdin is the prompt; use --yes or --no")
+	}
+	if t.stdinEOF {
+		return reject("stdin closed (use --yes / --no in scripts)")
 	}
 	if t.lines == nil {
 		t.lines = make(chan string)
 		go readLines(t.stdin, t.lines)
 	}
+	notes := t.notes
 	for try := 0; try < maxAsks; try++ {
 		for i, o := range p.Options {
 			fmt.Fprintf(w, "  %d) %s [%s]\n", i+1, o.Name, o.Kind)
 		}
 		fmt.Fprintf(w, "choose 1-%d, y (allow once) or n (reject): ", len(p.Options))
-		select {
+	wait:
+		select { // a notification other than this question's resolution waits in t.pending; goto wait keeps the same try
 		case <-t.interrupted:
 			fmt.Fprintln(w)
 			resp.Cancelled = true
-			return resp
+			return resp, askInterrupted
+		case n, ok := <-notes:
+			if !ok {
+				fmt.Fprintln(w)
+				return resp, askConnectionEnded // next then reports the ended connection
+			}
+			if n.Method == daemon.NotifyPermissionResolved {
+				var r daemon.PermissionResolvedParams
+				if json.Unmarshal(n.Params, &r) == nil && r.PermissionID == p.PermissionID {
+					fmt.Fprintln(w)
+					if r.Outcome == "cancelled" || r.OptionID == "" {
+						fmt.Fprintln(w, "  (cancelled by another client or the daemon)")
+					} else {
+						fmt.Fprintf(w, "  (answered in another editor: %s)\n", describeAnswer(p.Options, daemon.RespondParams{OptionID: r.OptionID}))
+					}
+					return resp, askResolvedElsewhere
+				}
+			}
+			t.pending = append(t.pending, n)
+			goto wait
 		case line, ok := <-t.lines:
 			if !ok {
+				t.stdinEOF = true
 				fmt.Fprintln(w)
 				return reject("stdin closed (use --yes / --no in scripts)")
 			}
@@ -428,12 +535,22 @@ func (t *chatTurn) ask(p daemon.PermissionParams) daemon.RespondParams {
 			}
 			if id := matchOption(p.Options, line); id != "" {
 				resp.OptionID = id
-				return resp
+				return resp, askAnswered
 			}
 			fmt.Fprintf(w, "  %q is not one of the options\n", strings.TrimSpace(line))
 		}
 	}
 	return reject("no clear answer")
+}
+
+// isReject reports whether id names a reject_once or reject_always option.
+func isReject(opts []agents.PermissionOption, id string) bool {
+	for _, o := range opts {
+		if o.OptionID == id {
+			return o.Kind == "reject_once" || o.Kind == "reject_always"
+		}
+	}
+	return false
 }
 
 // isTerminal reports whether r is a character device (a terminal).

@@ -245,7 +245,11 @@ func TestAskInterrupted(t *testing.T) {
 	ct := &chatTurn{env: &Env{Stderr: io.Discard}, stdin: pr, interrupted: make(chan struct{})}
 	got := make(chan daemon.RespondParams, 1)
 	go func() {
-		got <- ct.ask(daemon.PermissionParams{PermissionID: "p1", Options: []agents.PermissionOption{{OptionID: "allow", Name: "Allow", Kind: "allow_once"}}})
+		r, how := ct.ask(daemon.PermissionParams{PermissionID: "p1", Options: []agents.PermissionOption{{OptionID: "allow", Name: "Allow", Kind: "allow_once"}}})
+		if how != askInterrupted {
+			r = daemon.RespondParams{}
+		}
+		got <- r
 	}()
 	close(ct.interrupted)
 	select {
@@ -264,5 +268,98 @@ func TestFailureHint(t *testing.T) {
 	code := ct.end(transcript.Event{Type: transcript.EvTurnFailed, Message: "agent error: Authentication required"})
 	if code != 1 || !strings.Contains(errb.String(), "hint: run `codex login` or set OPENAI_API_KEY") {
 		t.Errorf("exit %d stderr %q", code, errb.String())
+	}
+}
+
+// TestEndRejected: a turn the agent cancelled after the user rejected its
+// permission request says so and exits exitRejected, not "cancelled by
+// another client".
+func TestEndRejected(t *testing.T) {
+	tests := []struct {
+		rejected bool
+		code     int
+		want     string
+	}{
+		{true, exitRejected, "(stopped: you rejected the permission request)"},
+		{false, exitCancelledElsewhere, "(stopped: cancelled by another client or the daemon)"},
+	}
+	for _, tt := range tests {
+		var errb bytes.Buffer
+		ct := &chatTurn{env: &Env{Stdout: io.Discard, Stderr: &errb}, rejected: tt.rejected, atLineStart: true, interrupted: make(chan struct{})}
+		code := ct.end(transcript.Event{Type: transcript.EvTurnCompleted, StopReason: "cancelled"})
+		if code != tt.code || !strings.Contains(errb.String(), tt.want) {
+			t.Errorf("rejected=%v: exit %d stderr %q", tt.rejected, code, errb.String())
+		}
+	}
+}
+
+// TestChatPermissionAnsweredElsewhere: a second client answers the CLI's
+// permission question; the CLI drops the question at once (stdin never
+// answers), names the option chosen and streams the turn to its end.
+func TestChatPermissionAnsweredElsewhere(t *testing.T) {
+	w := userAgentWorld(t)
+	pr, pw := io.Pipe() // a terminal nobody types into
+	defer pw.Close()
+	type result struct {
+		code      int
+		out, errs string
+	}
+	done := make(chan result, 1)
+	go func() {
+		var out, errb bytes.Buffer
+		env := &Env{Stdin: pr, Stdout: &out, Stderr: &errb, Version: "test", Getenv: os.Getenv}
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		code := Main(ctx, env, []string{"chat", "--workspace", w.ws, "--agent", "test", "WRITE pty.txt hi"})
+		done <- result{code, out.String(), errb.String()}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	nc, err := daemon.Dial(ctx, daemon.DialOptions{Workspace: w.ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := daemon.NewClient(ctx, nc, "other-editor", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var perm string
+	for perm == "" {
+		var res daemon.ListConversationsResult
+		if err := cl.Call(ctx, daemon.MethodConversationsList, nil, &res); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range res.Conversations {
+			if !c.Running {
+				continue
+			}
+			var sub daemon.SubscribeResult
+			if err := cl.Call(ctx, daemon.MethodSubscribe, daemon.ConversationParams{ConversationID: c.ID}, &sub); err != nil {
+				t.Fatal(err)
+			}
+			if len(sub.Permissions) > 0 {
+				perm = sub.Permissions[0].PermissionID
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatal("no permission question came")
+		}
+		time.Sleep(20 * time.Millisecond) // poll, not an assertion
+	}
+	if err := cl.Call(ctx, daemon.MethodPermissionRespond, daemon.RespondParams{PermissionID: perm, OptionID: "allow"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var r result
+	select {
+	case r = <-done:
+	case <-ctx.Done():
+		t.Fatal("the CLI still waits on its question after another client answered")
+	}
+	if r.code != 0 || !strings.Contains(r.errs, "(answered in another editor: Allow)") || strings.Contains(r.errs, "already answered elsewhere") {
+		t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.out, r.errs)
+	}
+	if b, err := os.ReadFile(filepath.Join(w.ws, "pty.txt")); err != nil || string(b) != "hi" {
+		t.Errorf("pty.txt = %q, %v", b, err)
 	}
 }
