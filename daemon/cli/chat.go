@@ -28,7 +28,7 @@ import (
 // terminal) unless --quiet. Exit status (chatUsage): 0 completed, 1 failed,
 // 2 usage or cancelled by another client or the daemon, 130 cancelled by
 // Ctrl-C, 3 stopped after the user (or --no) rejected a permission request
-// (exitRejected). An interrupt cancels the turn; a second one leaves it
+// (ExitRejected). An interrupt cancels the turn; a second one leaves it
 // running.
 func runChat(ctx context.Context, env *Env, args []string) int {
 	var c common
@@ -110,9 +110,13 @@ Exit status: 0 completed, 1 failed, 2 usage error or turn cancelled by another c
 // Exit statuses of `ochatd chat`.
 const (
 	exitCancelledElsewhere = 2
-	exitRejected           = 3
 	exitInterrupted        = 130
 )
+
+// ExitRejected (3) is `ochatd chat`'s exit status when the turn stopped
+// (stop reason cancelled) after the user, or --no, rejected one of its
+// permission requests: the user's own choice, not a failure.
+const ExitRejected = 3
 
 // chatTurn follows one turn's notifications.
 type chatTurn struct {
@@ -306,7 +310,7 @@ func (t *chatTurn) end(ev transcript.Event) int {
 		default:
 			if t.rejected {
 				fmt.Fprintln(t.env.Stderr, "(stopped: you rejected the permission request)")
-				return exitRejected
+				return ExitRejected
 			}
 			fmt.Fprintln(t.env.Stderr, "(stopped: cancelled by another client or the daemon)")
 			return exitCancelledElsewhere

@@ -272,7 +272,7 @@ func TestFailureHint(t *testing.T) {
 }
 
 // TestEndRejected: a turn the agent cancelled after the user rejected its
-// permission request says so and exits exitRejected, not "cancelled by
+// permission request says so and exits ExitRejected, not "cancelled by
 // another client".
 func TestEndRejected(t *testing.T) {
 	tests := []struct {
@@ -280,7 +280,7 @@ func TestEndRejected(t *testing.T) {
 		code     int
 		want     string
 	}{
-		{true, exitRejected, "(stopped: you rejected the permission request)"},
+		{true, ExitRejected, "(stopped: you rejected the permission request)"},
 		{false, exitCancelledElsewhere, "(stopped: cancelled by another client or the daemon)"},
 	}
 	for _, tt := range tests {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/ochat-dev/ochat/daemon"
+	"github.com/ochat-dev/ochat/daemon/cli"
 	"github.com/ochat-dev/ochat/internal/fakemodel"
 )
 
@@ -173,6 +174,9 @@ func Run(ctx context.Context, o Options) (err error) {
 		for _, line := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
 			say("    %s", line)
 		}
+	case errors.Is(ferr, os.ErrNotExist) && rejected(chatErr):
+		say("• you rejected the write: nothing was created")
+		chatErr = nil
 	case errors.Is(ferr, os.ErrNotExist):
 		say("• %s was not created (permission rejected?)", target)
 	default:
@@ -283,6 +287,13 @@ func (w *world) startDaemon(ctx context.Context, exe string) (stop func(), err e
 			return nil, fmt.Errorf("ochatd serve did not open %s within 20 s: %s", sock, lastLines(w.logPath, 20))
 		}
 	}
+}
+
+// rejected reports whether `ochatd chat` ended with cli.ExitRejected: the
+// user rejected the agent's permission request and the agent stopped.
+func rejected(chatErr error) bool {
+	var ee *exec.ExitError
+	return errors.As(chatErr, &ee) && ee.ExitCode() == cli.ExitRejected
 }
 
 // convIDWriter passes `ochatd chat`'s stderr through and remembers the

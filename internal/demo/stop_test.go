@@ -138,3 +138,46 @@ func TestPipeWriterAndPlural(t *testing.T) {
 		}
 	}
 }
+
+// TestDemoRejected runs the real `ochatd demo` answering "n" to the
+// permission question: the user's own rejection is not a failure, so it
+// ends with a friendly line and exit status 0. Skipped like
+// TestDemoStopsCleanly without npm or the cached codex-acp.
+func TestDemoRejected(t *testing.T) {
+	if _, err := exec.LookPath("npm"); err != nil {
+		t.Skip("npm not on PATH")
+	}
+	cache, err := CacheDir()
+	if err != nil {
+		t.Skip(err)
+	}
+	if m, _ := filepath.Glob(filepath.Join(cache, "demo-*", "node_modules")); len(m) == 0 {
+		t.Skip("codex-acp not cached in " + cache + " (run `ochatd demo` once)")
+	}
+	bin := filepath.Join(t.TempDir(), "ochatd")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/ochat-dev/ochat/cmd/ochatd").CombinedOutput(); err != nil {
+		t.Fatalf("build ochatd: %v\n%s", err, out)
+	}
+	tmp, err := os.MkdirTemp("", "od") // short: the socket path must fit
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(tmp)
+	cmd := exec.Command(bin, "demo")
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp, "OCHAT_CACHE="+cache)
+	cmd.Stdin = strings.NewReader("n\n")
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Errorf("exit: %v, want 0\nstdout:\n%s\nstderr:\n%s", err, out.String(), errb.String())
+	}
+	all := out.String() + errb.String()
+	for _, want := range []string{"(stopped: you rejected the permission request)", "you rejected the write: nothing was created"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("output lacks %q:\n%s", want, all)
+		}
+	}
+	if strings.Contains(all, "cancelled by another client") || strings.Contains(all, "exit status") {
+		t.Errorf("the rejection reads as a failure:\n%s", all)
+	}
+}
