@@ -579,6 +579,47 @@ describe('e2e with ochatd and the test agent', function()
     chat.config_choices = nil
   end)
 
+  it('keeps a file without a final newline byte-exact through gr and ga in the diff tab, and says what happened', function()
+    for _, case in ipairs({ { name = 'noeol-new.txt' }, { name = 'noeol-old.txt', old = 'old\n' } }) do
+      local path = ws .. '/' .. case.name
+      if case.old then
+        H.write(path, case.old)
+      end
+      local restore = stub_select(function(items)
+        return items[1].optionId == 'allow' and items[1] or items[2]
+      end)
+      local m = turn('WRITE ' .. case.name .. ' line1\\nline2')
+      restore()
+      eq('line1\nline2', H.read(path))
+      local seg = require('ochat.render').file_changes(m)[1]
+      require('ochat.diff').open(chat, m, seg)
+      for round = 1, 2 do
+        local n = #H.notes
+        vim.cmd('normal gr')
+        wait_for(function()
+          return #H.notes > n
+        end, 5000, 'revert ' .. round)
+        eq('ochat: reverted ' .. case.name, H.notes[#H.notes])
+        eq(case.old, H.read(path), case.name .. ' reverted')
+        n = #H.notes
+        vim.cmd('normal ga')
+        wait_for(function()
+          return #H.notes > n
+        end, 5000, 'apply ' .. round)
+        eq('ochat: applied ' .. case.name, H.notes[#H.notes])
+        eq('line1\nline2', H.read(path), case.name .. ': 11 bytes, no final newline, round ' .. round)
+        eq('applied', seg.status)
+      end
+      local n = #H.notes
+      vim.cmd('normal ga')
+      wait_for(function()
+        return #H.notes > n
+      end, 5000, 'apply again')
+      eq('ochat: ' .. case.name .. ': already applied', H.notes[#H.notes])
+      vim.cmd('tabclose')
+    end
+  end)
+
   it('trusts workspace agents from :OChatAgent with ochatd trust', function()
     vim.fn.mkdir(ws .. '/.ochat', 'p')
     local settings = ws .. '/.ochat/settings.json'

@@ -62,6 +62,12 @@ function M.open(chat, m, seg)
   local left = scratch(string.format('ochat://before/%s/%s', m.id or '-', rel), text_lines(util.nn(seg.oldText)), rel)
   -- The proposed side is editable: `ga` applies what it holds.
   local right = scratch(string.format('ochat://after/%s/%s', m.id or '-', rel), text_lines(util.nn(seg.newText)), rel, true)
+  for b, t in pairs({ [left] = util.nn(seg.oldText), [right] = util.nn(seg.newText) }) do
+    if type(t) == 'string' and t ~= '' and not t:match('[\r\n]$') then
+      api.nvim_buf_set_option(b, 'fixendofline', false)
+      api.nvim_buf_set_option(b, 'endofline', false)
+    end
+  end
   api.nvim_buf_set_var(left, 'ochat_root', chat.root)
   api.nvim_buf_set_var(right, 'ochat_root', chat.root)
   api.nvim_win_set_buf(0, left)
@@ -243,6 +249,29 @@ function M.build_edit(path, text)
   return { documentChanges = changes }, text:sub(-1) ~= '\n' and text ~= ''
 end
 
+-- The LSP position (UTF-16) where `text` ends.
+local function end_position(text)
+  local ls = vim.split(text:gsub('\r\n?', '\n'), '\n', { plain = true })
+  local _, n16 = vim.str_utfindex(ls[#ls])
+  return { line = #ls - 1, character = n16 }
+end
+
+--- Whether the document `text` (its content before the edit: the disk's) ends with a line break once the TextEdits
+--- `edits` are applied: an edit reaching the end of the document decides by its newText's end (an empty newText
+--- leaves the end as it was); otherwise the final line break stays as it is. Pure: for the workspace/applyEdit handler.
+function M.eol_after(text, edits)
+  local eol = text:match('[\r\n]$') ~= nil
+  local last = end_position(text)
+  for _, e in ipairs(edits) do
+    local en = e.range and e.range['end']
+    local reaches = en and (en.line > last.line or (en.line == last.line and en.character >= last.character))
+    if reaches and (e.newText or '') ~= '' then
+      eol = e.newText:match('[\r\n]$') ~= nil
+    end
+  end
+  return eol
+end
+
 local function touched_uris(edit)
   local uris = {}
   for uri in pairs(edit.changes or {}) do
@@ -271,9 +300,36 @@ function M.apply_workspace_edit(edit, noeol)
       conflicts[uri] = true
     end
   end
+  -- Whether each edited document ends with a line break afterwards (Neovim keeps that in 'endofline', not in the
+  -- lines, and 'fixendofline' would add one on :write).
+  local eols = {}
+  for _, c in ipairs(edit.documentChanges or {}) do
+    if c.textDocument and c.textDocument.uri and c.edits then
+      local fname = vim.uri_to_fname(c.textDocument.uri)
+      eols[c.textDocument.uri] = M.eol_after(util.read_file(fname) or '', c.edits)
+      local b = vim.fn.bufnr(fname)
+      if b > 0 and api.nvim_buf_is_loaded(b) then
+        -- apply_text_edits drops the blank last line an edit ending past the end leaves only when 'endofline' (or
+        -- 'fixendofline') is set; the right value is set below.
+        api.nvim_buf_set_option(b, 'endofline', true)
+      end
+    end
+  end
   local ok, err = pcall(vim.lsp.util.apply_workspace_edit, edit, 'utf-16')
   if not ok then
     return { applied = false, failureReason = tostring(err) }
+  end
+  for uri, eol in pairs(eols) do
+    local b = vim.uri_to_bufnr(uri)
+    if noeol then
+      eol = false
+    end
+    if api.nvim_buf_is_loaded(b) then
+      if not eol then
+        api.nvim_buf_set_option(b, 'fixendofline', false)
+      end
+      api.nvim_buf_set_option(b, 'endofline', eol)
+    end
   end
   for uri in pairs(touched_uris(edit)) do
     local b = vim.uri_to_bufnr(uri)
@@ -290,10 +346,6 @@ function M.apply_workspace_edit(edit, noeol)
       if conflicts[uri] then
         util.notify(vim.uri_to_fname(uri) .. ' had unsaved changes and changed on disk: edit applied to the buffer, not written', vim.log.levels.WARN)
       elseif api.nvim_buf_is_loaded(b) and vim.fn.getbufvar(b, '&modified') == 1 then
-        if noeol then
-          api.nvim_buf_set_option(b, 'fixendofline', false)
-          api.nvim_buf_set_option(b, 'endofline', false)
-        end
         local wok, werr = pcall(api.nvim_buf_call, b, function()
           vim.cmd('silent lockmarks write!')
         end)
@@ -349,10 +401,13 @@ end
 --- force it (`force: true`, through the editor: one undo step; the daemon never forces on disk). A daemon without
 --- the method (-32601) gets a clear error: ochatd is too old. `cb(err)` when done (nil also for "already …").
 function M.change(chat, m, seg, action, cb, force)
-  local function done(err, status)
+  local function done(err, status, quiet)
     if not err then
       seg.status = status or status_of(action)
       chat:mark(m, { activity = true })
+      if not quiet then
+        util.notify(string.format('%s %s', status_of(action), util.relpath(seg.path or '?', chat.root)))
+      end
     else
       util.notify(string.format('%s %s: %s', action, util.relpath(seg.path or '?', chat.root), util.err_text(err)), vim.log.levels.ERROR)
     end
@@ -383,7 +438,7 @@ function M.change(chat, m, seg, action, cb, force)
       local reason = util.nn(res.reason) or util.nn(res.failureReason) or 'not applied'
       if reason:find('^already') then
         util.notify(string.format('%s: %s', util.relpath(seg.path or '?', chat.root), reason))
-        return done(nil, status)
+        return done(nil, status, true)
       end
       return done({ code = -32603, message = reason })
     end
@@ -427,12 +482,15 @@ function M.apply_from_diff(chat, m, seg, right, cb)
   if vim.deep_equal(lines, text_lines(util.nn(seg.newText))) then
     return M.change(chat, m, seg, 'apply', cb)
   end
-  local err = M.change_locally({ path = seg.path, newText = table.concat(lines, '\n') .. '\n' })
+  local nt = util.nn(seg.newText)
+  local final = (nt == nil or nt == '' or nt:match('[\r\n]$')) and '\n' or ''
+  local err = M.change_locally({ path = seg.path, newText = table.concat(lines, '\n') .. final })
   if err then
     util.notify(string.format('apply %s: %s', seg.path or '?', util.err_text(err)), vim.log.levels.ERROR)
   else
     seg.status = 'applied (edited)'
     chat:mark(m, { activity = true })
+    util.notify(string.format('applied %s (your edited version)', util.relpath(seg.path or '?', chat.root)))
     api.nvim_buf_set_option(right, 'modified', false)
   end
   if cb then
