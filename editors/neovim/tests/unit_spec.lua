@@ -264,6 +264,25 @@ describe('chat details', function()
     eq('# named by the agent  ·  codex  ·  context 1% (1234/200000)', api.nvim_buf_get_lines(chat.buf, 0, 1, false)[1])
   end)
 
+  it('keeps the conversation title over a handoff-named agent session, cut to the window width', function()
+    local chat, conn = H.fake_chat({ agent = 'codex' })
+    chat.title = 'fix the parser'
+    chat:open()
+    conn:emit('ochat/agentState', { agent = 'codex', title = '<handoff> The conversation went on without you: here is what happened since your last turn' })
+    eq('# fix the parser  ·  codex', api.nvim_buf_get_lines(chat.buf, 0, 1, false)[1])
+    chat.title = nil
+    conn:emit('ochat/agentState', { agent = 'codex', title = '<handoff>\nThe conversation went on without you' })
+    eq('# ochat  ·  codex', api.nvim_buf_get_lines(chat.buf, 0, 1, false)[1], 'a handoff block is never a title')
+    chat.title = string.rep('long title ', 40)
+    chat:update_title()
+    local line = api.nvim_buf_get_lines(chat.buf, 0, 1, false)[1]
+    eq(chat:text_width(), vim.fn.strdisplaywidth(line), line)
+    assert(line:find('…$'), line)
+    eq(1, vim.fn.line('$', chat.win) > 0 and api.nvim_win_call(chat.win, function()
+      return vim.fn.screenpos(chat.win, 1, vim.fn.strlen(line)).row - vim.fn.screenpos(chat.win, 1, 1).row + 1
+    end), 'the header takes one screen line')
+  end)
+
   it('takes a fresh snapshot on ochat/resync', function()
     local chat, conn = H.fake_chat()
     start_turn(chat, conn)

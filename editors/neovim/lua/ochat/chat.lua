@@ -81,7 +81,9 @@ function M.get(root)
   s.conn:on('ochat/agentState', function(p)
     if p.conversationId == s.conversation_id or not s.conversation_id then
       s:merge_agent_state(p)
-      if p.title and p.title ~= vim.NIL then
+      -- The agent's session title names the conversation only while the conversation has none: after a retry or
+      -- an agent switch the agent names its new session after the prompt, which may start with a handoff block.
+      if type(p.title) == 'string' and (s.title or '') == '' and not M.is_handoff(p.title) then
         s.title = p.title
       end
       s:update_title()
@@ -315,8 +317,44 @@ local function one_line(t)
   return t
 end
 
+--- Whether `text` starts with a handoff block (the context the daemon gives an agent that joins a conversation),
+--- which is prompt plumbing and never a title.
+function M.is_handoff(text)
+  return type(text) == 'string' and vim.trim(text):match('^<handoff[%s>]') ~= nil
+end
+
+-- `line` cut to `width` display cells (the last one an ellipsis when cut).
+local function fit(line, width)
+  if width <= 0 or vim.fn.strdisplaywidth(line) <= width then
+    return line
+  end
+  local n = vim.fn.strchars(line)
+  while n > 0 and vim.fn.strdisplaywidth(vim.fn.strcharpart(line, 0, n)) > width - 1 do
+    n = n - 1
+  end
+  return vim.fn.strcharpart(line, 0, n) .. '…'
+end
+
+-- The text width of the chat window (0: no window).
+function Chat:text_width()
+  if not (self.win and api.nvim_win_is_valid(self.win)) then
+    return 0
+  end
+  local w = api.nvim_win_get_width(self.win)
+  local ok, info = pcall(vim.fn.getwininfo, self.win)
+  if ok and info[1] and type(info[1].textoff) == 'number' then
+    w = w - info[1].textoff
+  end
+  return w
+end
+
+-- The conversation's title on one line ('' for none, or for a handoff block).
+function Chat:shown_title()
+  return M.is_handoff(self.title) and '' or one_line(self.title)
+end
+
 function Chat:title_line()
-  local t = one_line(self.title)
+  local t = self:shown_title()
   local parts = { '# ' .. (t ~= '' and t or 'ochat') }
   local agent = self:current_agent()
   if agent then
@@ -328,7 +366,7 @@ function Chat:title_line()
   if type(usage) == 'table' and type(util.nn(usage.used)) == 'number' and type(util.nn(usage.size)) == 'number' and usage.size > 0 then
     table.insert(parts, string.format('context %d%% (%d/%d)', math.floor(usage.used * 100 / usage.size + 0.5), usage.used, usage.size))
   end
-  return table.concat(parts, '  ·  ')
+  return fit(table.concat(parts, '  ·  '), self:text_width())
 end
 
 function Chat:update_title()
@@ -336,7 +374,7 @@ function Chat:update_title()
     set_lines(self.buf, 0, 1, { self:title_line() })
   end
   if self.win and api.nvim_win_is_valid(self.win) and util.has_float_title and cfg().ui.layout == 'float' then
-    local t = one_line(self.title)
+    local t = self:shown_title()
     pcall(api.nvim_win_set_config, self.win, { title = ' ' .. (t ~= '' and t or 'ochat') .. ' ', title_pos = 'center' })
   end
 end
@@ -643,7 +681,7 @@ function Chat:open(opts)
         zindex = 45,
       }
       if util.has_float_title then
-        local t = one_line(self.title)
+        local t = self:shown_title()
         conf.title = ' ' .. (t ~= '' and t or 'ochat') .. ' '
         conf.title_pos = 'center'
       end
@@ -666,6 +704,7 @@ function Chat:open(opts)
     end
     api.nvim_win_set_option(self.win, 'conceallevel', 2)
     self:watch_windows()
+    self:update_title() -- fitted to the window now there is one
     self.force_follow = true
     self:follow()
   end
@@ -696,6 +735,9 @@ function Chat:watch_windows()
   api.nvim_create_autocmd('VimResized', {
     group = group,
     callback = function()
+      vim.schedule(function()
+        self:update_title()
+      end)
       if self:is_open() and cfg().ui.layout == 'float' then
         local g = float_geometry(cfg().ui)
         pcall(api.nvim_win_set_config, self.win, { relative = 'editor', row = g.row, col = g.col, width = g.w, height = g.chat_h })
@@ -1113,7 +1155,7 @@ function Chat:send(text, opts, cb)
     end
     if not self.conversation_id then
       self.conversation_id = res.conversationId
-      self.title = self.title or text:sub(1, 60)
+      self.title = self.title or (text:match('[^\n]*') or ''):sub(1, 60)
       self:update_title()
     end
     um.id = res.userMessageId
