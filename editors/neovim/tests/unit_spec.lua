@@ -264,6 +264,25 @@ describe('chat details', function()
     eq('# named by the agent  ·  codex  ·  context 1% (1234/200000)', api.nvim_buf_get_lines(chat.buf, 0, 1, false)[1])
   end)
 
+  it('<C-k> in the prompt goes to the chat buffer; i and a come back', function()
+    local chat = H.fake_chat()
+    chat:open()
+    eq(chat.prompt_win, api.nvim_get_current_win())
+    api.nvim_feedkeys(api.nvim_replace_termcodes('<C-k>', true, false, true), 'x', false)
+    eq(chat.win, api.nvim_get_current_win(), 'Normal mode <C-k>')
+    for _, key in ipairs({ 'i', 'a' }) do
+      api.nvim_feedkeys(key, 'x', false)
+      eq(chat.prompt_win, api.nvim_get_current_win(), key)
+      vim.cmd('stopinsert')
+      api.nvim_feedkeys(api.nvim_replace_termcodes('i<C-k>', true, false, true), 'x', false)
+      eq(chat.win, api.nvim_get_current_win(), 'Insert mode <C-k>')
+    end
+    local maps = vim.tbl_map(function(m)
+      return m.desc or ''
+    end, api.nvim_buf_get_keymap(chat.prompt_buf, 'i'))
+    assert(vim.tbl_contains(maps, 'ochat: go to the chat buffer'), vim.inspect(maps))
+  end)
+
   it('keeps the conversation title over a handoff-named agent session, cut to the window width', function()
     local chat, conn = H.fake_chat({ agent = 'codex' })
     chat.title = 'fix the parser'

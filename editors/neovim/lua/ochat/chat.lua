@@ -207,6 +207,11 @@ function Chat:map_chat_keys(buf)
   map(k.focus_prompt, function()
     self:focus_prompt()
   end, 'ochat: go to the prompt')
+  if k.focus_prompt == 'i' then
+    map('a', function()
+      self:focus_prompt()
+    end, 'ochat: go to the prompt')
+  end
   map(k.edit, function()
     self:edit_interactive(self:message_at_cursor())
   end, 'ochat: edit the message under the cursor and run it again')
@@ -226,6 +231,11 @@ function Chat:map_prompt_keys(buf)
     vim.keymap.set({ 'n', 'i' }, k.cancel, function()
       self:cancel()
     end, { buffer = buf, silent = true })
+  end
+  if k.focus_chat then
+    vim.keymap.set({ 'n', 'i' }, k.focus_chat, function()
+      self:focus_chat()
+    end, { buffer = buf, silent = true, desc = 'ochat: go to the chat buffer' })
   end
   -- `@` followed by a file name: complete workspace files.
   vim.keymap.set('i', '@', function()
@@ -766,6 +776,14 @@ function Chat:toggle()
     self:hide()
   else
     self:open()
+  end
+end
+
+--- Moves the cursor from the prompt to the chat buffer (Normal mode, at the end).
+function Chat:focus_chat()
+  if self.win and api.nvim_win_is_valid(self.win) then
+    vim.cmd('stopinsert')
+    api.nvim_set_current_win(self.win)
   end
 end
 

@@ -49,7 +49,8 @@ M.defaults = {
     revert = 'gr',
     cancel = '<C-c>',
     close = 'q',
-    focus_prompt = 'i',
+    focus_prompt = 'i', -- in the chat: go to the prompt (`a` too)
+    focus_chat = '<C-k>', -- in the prompt (Insert and Normal mode): go to the chat buffer
     edit = 'ge', -- edit the message under the cursor (or the last of yours) and run it again
     retry = 'gR', -- regenerate the answer under the cursor (or the last one)
   },
