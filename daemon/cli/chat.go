@@ -74,7 +74,7 @@ func runChat(ctx context.Context, env *Env, args []string) int {
 	}
 	defer cl.Close()
 	var res daemon.SendResult
-	if err := cl.Call(ctx, daemon.MethodChatSend, daemon.SendParams{ConversationID: *convID, Agent: *agent, Text: prompt}, &res); err != nil {
+	if err := call(ctx, cl, slowCall, daemon.MethodChatSend, daemon.SendParams{ConversationID: *convID, Agent: *agent, Text: prompt}, &res); err != nil {
 		var je *jsonrpc2.Error
 		if errors.As(err, &je) {
 			return fail(env, "%s", je.Message)
@@ -171,7 +171,7 @@ func (t *chatTurn) run(ctx context.Context) int {
 			fmt.Fprintln(t.env.Stderr, "\nochatd: cancelling (Ctrl-C again to leave it running)")
 			close(t.interrupted)
 			var r daemon.CancelResult
-			t.cl.Call(ctx, daemon.MethodChatCancel, daemon.ConversationParams{ConversationID: t.res.ConversationID}, &r)
+			call(ctx, t.cl, quickCall, daemon.MethodChatCancel, daemon.ConversationParams{ConversationID: t.res.ConversationID}, &r)
 		}
 	}()
 	t.notes = make(chan daemon.Notification)
@@ -260,7 +260,7 @@ func (t *chatTurn) next() (daemon.Notification, bool) {
 // resync re-subscribes after the daemon dropped us for falling behind.
 func (t *chatTurn) resync(ctx context.Context) (int, bool) {
 	var sub daemon.SubscribeResult
-	if err := t.cl.Call(ctx, daemon.MethodSubscribe, daemon.ConversationParams{ConversationID: t.res.ConversationID}, &sub); err != nil {
+	if err := call(ctx, t.cl, quickCall, daemon.MethodSubscribe, daemon.ConversationParams{ConversationID: t.res.ConversationID}, &sub); err != nil {
 		return fail(t.env, "resubscribe: %v", err), true
 	}
 	if sub.Running == nil || sub.Running.TurnID != t.res.TurnID {
@@ -445,7 +445,7 @@ func (t *chatTurn) permission(ctx context.Context, p daemon.PermissionParams) {
 	if isReject(p.Options, resp.OptionID) {
 		t.rejected = true
 	}
-	if err := t.cl.Call(ctx, daemon.MethodPermissionRespond, resp, nil); err != nil {
+	if err := call(ctx, t.cl, quickCall, daemon.MethodPermissionRespond, resp, nil); err != nil {
 		var je *jsonrpc2.Error
 		if errors.As(err, &je) && je.Code == daemon.CodeNotFound {
 			if !resp.Cancelled {

@@ -148,7 +148,11 @@ func (c *common) resolve() (string, error) {
 }
 
 // dial connects to (starting if needed) the workspace daemon and initializes.
+// Connecting and initializing take at most dialTimeout (it covers starting
+// a daemon).
 func dial(ctx context.Context, env *Env, ws string) (*daemon.Client, error) {
+	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	defer cancel()
 	nc, err := daemon.Dial(ctx, dialOptions(env, ws))
 	if err != nil {
 		return nil, err
@@ -203,4 +207,50 @@ func extraArgs(env *Env, name string, pos []string) bool {
 	}
 	fmt.Fprintf(env.Stderr, "ochatd %s: takes no arguments (got %q); see ochatd %s --help\n", name, strings.Join(pos, " "), name)
 	return true
+}
+
+// errDaemonGone is call's error when the daemon closed the connection
+// (it exited) before answering.
+var errDaemonGone = errors.New("the daemon closed the connection before answering (it exited)")
+
+// Deadlines of the CLI's requests. jsonrpc2's Call waits for an answer
+// until its context ends, even after the connection has closed, so every
+// request goes through call with one of these.
+const (
+	// quickCall bounds a request the daemon answers from memory or its
+	// store: lists, get, cancel, permission answers, stop.
+	quickCall = 30 * time.Second
+	// slowCall bounds a request that may start an agent (chat/send: an
+	// adapter's first start can install it) or read or write a large
+	// transcript (export, import, sessions/read, revert/apply).
+	slowCall = 10 * time.Minute
+	// dialTimeout bounds connecting (starting a daemon if needed) and the
+	// initialize handshake.
+	dialTimeout = time.Minute
+)
+
+// call is cl.Call bounded by timeout and by the connection: it returns
+// errDaemonGone once the daemon has closed the connection without
+// answering, and an error naming the method and the timeout when the
+// daemon does not answer in time. A *jsonrpc2.Error from the daemon is
+// returned as is.
+func call(ctx context.Context, cl *daemon.Client, timeout time.Duration, method string, params, result any) error {
+	ctx, cancelTimeout := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("%s: no answer from the daemon within %s", method, timeout))
+	defer cancelTimeout()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		select {
+		case <-cl.Done():
+			cancel(errDaemonGone)
+		case <-ctx.Done():
+		}
+	}()
+	err := cl.Call(ctx, method, params, result)
+	if err != nil && ctx.Err() != nil {
+		if cause := context.Cause(ctx); cause != nil {
+			return cause
+		}
+	}
+	return err
 }

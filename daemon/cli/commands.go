@@ -67,7 +67,7 @@ func runAgents(ctx context.Context, env *Env, args []string) int {
 	}
 	defer cl.Close()
 	var res daemon.AgentsListResult
-	if err := cl.Call(ctx, daemon.MethodAgentsList, nil, &res); err != nil {
+	if err := call(ctx, cl, quickCall, daemon.MethodAgentsList, nil, &res); err != nil {
 		return fail(env, "agents: %v", err)
 	}
 	if c.json {
@@ -134,7 +134,7 @@ func runConversations(ctx context.Context, env *Env, args []string) int {
 	}
 	defer cl.Close()
 	var res daemon.ListConversationsResult
-	if err := cl.Call(ctx, daemon.MethodConversationsList, nil, &res); err != nil {
+	if err := call(ctx, cl, quickCall, daemon.MethodConversationsList, nil, &res); err != nil {
 		return fail(env, "conversations: %v", err)
 	}
 	if c.json {
@@ -187,7 +187,7 @@ func runShow(ctx context.Context, env *Env, args []string) int {
 	}
 	defer cl.Close()
 	var res daemon.GetConversationResult
-	if err := cl.Call(ctx, daemon.MethodConversationsGet, daemon.ConversationParams{ConversationID: pos[0]}, &res); err != nil {
+	if err := call(ctx, cl, quickCall, daemon.MethodConversationsGet, daemon.ConversationParams{ConversationID: pos[0]}, &res); err != nil {
 		return fail(env, "show %s: %v", pos[0], err)
 	}
 	if c.json {

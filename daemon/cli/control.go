@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -34,7 +35,7 @@ func runCancel(ctx context.Context, env *Env, args []string) int {
 	}
 	defer cl.Close()
 	var res daemon.CancelResult
-	if err := cl.Call(ctx, daemon.MethodChatCancel, daemon.ConversationParams{ConversationID: pos[0]}, &res); err != nil {
+	if err := call(ctx, cl, quickCall, daemon.MethodChatCancel, daemon.ConversationParams{ConversationID: pos[0]}, &res); err != nil {
 		return fail(env, "cancel: %v", err)
 	}
 	if res.Cancelled {
@@ -70,21 +71,50 @@ func runStop(ctx context.Context, env *Env, args []string) int {
 	}
 	defer cl.Close()
 	pid := cl.Init.Daemon.PID
-	if err := cl.Call(ctx, daemon.MethodDaemonStop, nil, nil); err != nil {
+	// The daemon may exit before its answer reaches us: a closed
+	// connection is success too.
+	if err := call(ctx, cl, stopTimeout, daemon.MethodDaemonStop, nil, nil); err != nil && !errors.Is(err, errDaemonGone) {
 		return fail(env, "stop: %v", err)
 	}
-	// Wait for the daemon to close the connection (it exits), at most a
-	// while; its turns get the cancel grace to end.
+	// Wait for the daemon to close the connection (it exits), at most
+	// stopTimeout; its turns get the cancel grace to end.
+	t := time.NewTimer(stopTimeout)
+	defer t.Stop()
 	select {
 	case <-cl.Done():
-	case <-time.After(30 * time.Second):
-		return fail(env, "stop: daemon %d is still running after 30s", pid)
+	case <-t.C:
+		return fail(env, "stop: daemon %d is still running after %s", pid, stopTimeout)
 	case <-ctx.Done():
 		return fail(env, "stop: %v", ctx.Err())
+	}
+	// The connection closes a moment before the daemon stops listening:
+	// "stopped" means no daemon of this pid answers any more.
+	for gone := false; !gone; {
+		other, err := dialRunning(ctx, env, ws)
+		switch {
+		case err != nil:
+			gone = true
+		case other.Init.Daemon.PID != pid: // another client already started a new one
+			other.Close()
+			gone = true
+		default:
+			other.Close()
+			select {
+			case <-t.C:
+				return fail(env, "stop: daemon %d is still running after %s", pid, stopTimeout)
+			case <-ctx.Done():
+				return fail(env, "stop: %v", ctx.Err())
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
 	}
 	fmt.Fprintf(env.Stdout, "stopped the daemon of %s (pid %d)\n", ws, pid)
 	return 0
 }
+
+// stopTimeout bounds `ochatd stop`'s request and its wait for the daemon to
+// exit.
+const stopTimeout = 30 * time.Second
 
 // dialRunning connects to the workspace daemon without starting one.
 func dialRunning(ctx context.Context, env *Env, ws string) (*daemon.Client, error) {

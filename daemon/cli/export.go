@@ -56,10 +56,10 @@ func runExport(ctx context.Context, env *Env, args []string) int {
 	var res daemon.ExportConversationResult
 	err = errNotTried
 	if sp.SessionID != "" {
-		err = cl.Call(ctx, daemon.MethodExport, daemon.ExportParams{ConversationID: ref, Format: *format}, &res)
+		err = call(ctx, cl, slowCall, daemon.MethodExport, daemon.ExportParams{ConversationID: ref, Format: *format}, &res)
 	}
 	if err != nil && (errors.Is(err, errNotTried) || isNotFound(err)) {
-		err = cl.Call(ctx, daemon.MethodExport, daemon.ExportParams{SessionID: sp.SessionID, Path: sp.Path, Format: *format}, &res)
+		err = call(ctx, cl, slowCall, daemon.MethodExport, daemon.ExportParams{SessionID: sp.SessionID, Path: sp.Path, Format: *format}, &res)
 		if isNotFound(err) && sp.SessionID != "" {
 			return fail(env, "export %s: no conversation and no native session has this id (see `ochatd sessions`)", ref)
 		}
@@ -92,7 +92,7 @@ func importNonLog(ctx context.Context, env *Env, cl *daemon.Client, name string,
 	if name != "-" {
 		if abs, err := filepath.Abs(name); err == nil {
 			var res daemon.OpenSessionResult
-			if err := cl.Call(ctx, daemon.MethodSessionsOpen, daemon.SessionRefParams{Path: abs}, &res); err == nil {
+			if err := call(ctx, cl, slowCall, daemon.MethodSessionsOpen, daemon.SessionRefParams{Path: abs}, &res); err == nil {
 				if asJSON {
 					return printJSON(env, res)
 				}
@@ -170,7 +170,7 @@ func convCall(ctx context.Context, env *Env, c common, method string, params any
 		return fail(env, "%v", err)
 	}
 	defer cl.Close()
-	if err := cl.Call(ctx, method, params, nil); err != nil {
+	if err := call(ctx, cl, slowCall, method, params, nil); err != nil {
 		var je *jsonrpc2.Error
 		if errors.As(err, &je) {
 			return fail(env, "%s", je.Message)
@@ -227,7 +227,7 @@ func runImport(ctx context.Context, env *Env, args []string) int {
 	}
 	events, _ := json.Marshal(string(data))
 	var res daemon.ImportConversationResult
-	if err := cl.Call(ctx, daemon.MethodImport, daemon.ImportParams{Events: events, Title: *title}, &res); err != nil {
+	if err := call(ctx, cl, slowCall, daemon.MethodImport, daemon.ImportParams{Events: events, Title: *title}, &res); err != nil {
 		return fail(env, "import %s: %v", pos[0], err)
 	}
 	if c.json {

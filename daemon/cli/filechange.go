@@ -60,7 +60,7 @@ func runFileChange(ctx context.Context, env *Env, args []string, revert bool) in
 	}
 	defer cl.Close()
 	var conv daemon.GetConversationResult
-	if err := cl.Call(ctx, daemon.MethodConversationsGet, daemon.ConversationParams{ConversationID: pos[0]}, &conv); err != nil {
+	if err := call(ctx, cl, quickCall, daemon.MethodConversationsGet, daemon.ConversationParams{ConversationID: pos[0]}, &conv); err != nil {
 		return fail(env, "%s: %v", name, err)
 	}
 	msgID, paths := "", pos[min(2, len(pos)):]
@@ -95,7 +95,7 @@ func runFileChange(ctx context.Context, env *Env, args []string, revert bool) in
 	failed := false
 	for _, p := range paths {
 		var res daemon.FileChangeResult
-		err := cl.Call(ctx, method, daemon.FileChangeParams{ConversationID: pos[0], MessageID: msgID, Path: p, Force: *force}, &res)
+		err := call(ctx, cl, slowCall, method, daemon.FileChangeParams{ConversationID: pos[0], MessageID: msgID, Path: p, Force: *force}, &res)
 		shown := relTo(ws, p)
 		if err != nil {
 			failed = true

@@ -40,7 +40,7 @@ func runSessions(ctx context.Context, env *Env, args []string) int {
 	}
 	defer cl.Close()
 	var res daemon.SessionsListResult
-	if err := cl.Call(ctx, daemon.MethodSessionsList, nil, &res); err != nil {
+	if err := call(ctx, cl, slowCall, daemon.MethodSessionsList, nil, &res); err != nil {
 		return fail(env, "sessions: %v", err)
 	}
 	if c.json {
@@ -142,7 +142,7 @@ func runShowRef(ctx context.Context, env *Env, args []string) int {
 		return fail(env, "show: %v", err)
 	}
 	if p.SessionID != "" {
-		err := cl.Call(ctx, daemon.MethodConversationsGet, daemon.ConversationParams{ConversationID: ref}, nil)
+		err := call(ctx, cl, quickCall, daemon.MethodConversationsGet, daemon.ConversationParams{ConversationID: ref}, nil)
 		if err == nil {
 			return runShow(ctx, env, args)
 		}
@@ -151,7 +151,7 @@ func runShowRef(ctx context.Context, env *Env, args []string) int {
 		}
 	}
 	var tr daemon.SessionReadResult
-	if err := cl.Call(ctx, daemon.MethodSessionsRead, p, &tr); err != nil {
+	if err := call(ctx, cl, slowCall, daemon.MethodSessionsRead, p, &tr); err != nil {
 		if isNotFound(err) && p.SessionID != "" {
 			return fail(env, "show %s: no conversation and no native session has this id (see `ochatd sessions`)", ref)
 		}
