@@ -2,10 +2,14 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
+
+	"go.lsp.dev/jsonrpc2"
 
 	"github.com/ochat-dev/ochat/daemon"
 	"github.com/ochat-dev/ochat/transcript"
@@ -97,6 +101,7 @@ func runFileChange(ctx context.Context, env *Env, args []string, revert bool) in
 		var res daemon.FileChangeResult
 		err := call(ctx, cl, slowCall, method, daemon.FileChangeParams{ConversationID: pos[0], MessageID: msgID, Path: p, Force: *force}, &res)
 		shown := relTo(ws, p)
+		err = cliConflictHint(err)
 		if err != nil {
 			failed = true
 			out = append(out, FileChangeJSON{Path: p, Error: err.Error()})
@@ -147,4 +152,20 @@ func relTo(ws, p string) string {
 		return rel
 	}
 	return p
+}
+
+// forceHint matches the daemon's conflict hint for editors ("review the
+// diff (or revert with force: true to overwrite it)"), which the CLI cannot
+// follow: the daemon overwrites a changed file only through an editor.
+var forceHint = regexp.MustCompile(`review the diff \(or \w+ with force: true to overwrite it\)`)
+
+// cliConflictHint rewrites a CodeConflict error's hint for the terminal:
+// "open the diff in VS Code or Neovim to overwrite it there (undoable), or
+// edit the file by hand". Other errors pass unchanged.
+func cliConflictHint(err error) error {
+	var je *jsonrpc2.Error
+	if !errors.As(err, &je) || je.Code != daemon.CodeConflict || !forceHint.MatchString(je.Message) {
+		return err
+	}
+	return &jsonrpc2.Error{Code: je.Code, Message: forceHint.ReplaceAllLiteralString(je.Message, "open the diff in VS Code or Neovim to overwrite it there (undoable), or edit the file by hand"), Data: je.Data}
 }

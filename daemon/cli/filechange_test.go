@@ -61,7 +61,7 @@ func TestCLIRevertApply(t *testing.T) {
 	if err := os.WriteFile(hello, []byte("mine\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if code, _, errs = d.run(t, "", "revert", conv); code != 1 || !strings.Contains(errs, "changed since the agent's edit") {
+	if code, _, errs = d.run(t, "", "revert", conv); code != 1 || !strings.Contains(errs, "changed since the agent's edit; open the diff in VS Code or Neovim to overwrite it there (undoable), or edit the file by hand") || strings.Contains(errs, "force: true") {
 		t.Fatalf("conflicting revert: %d %q", code, errs)
 	}
 	if code, _, errs = d.run(t, "", "revert", "--force", conv); code != 1 || !strings.Contains(errs, "force needs an editor") {
