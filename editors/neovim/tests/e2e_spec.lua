@@ -624,6 +624,22 @@ describe('e2e with ochatd and the test agent', function()
     vim.fn.mkdir(ws .. '/.ochat', 'p')
     local settings = ws .. '/.ochat/settings.json'
     H.write(settings, vim.json.encode({ agent_servers = { wsagent = { command = bin .. '/testagent' } } }))
+    -- Sending to the untrusted agent fails: the reason shows under the prompt in the chat and on the message line.
+    chat:new_conversation()
+    chat.agent = 'wsagent'
+    local sent
+    chat:send('PLAIN: hi', nil, function(e)
+      sent = { e }
+    end)
+    wait_for(function()
+      return sent
+    end, 10000, 'refused send')
+    chat:flush()
+    chat.agent = 'test'
+    assert(sent[1], 'the send is refused')
+    local text = chat:text()
+    assert(text:find('## You · not sent\nPLAIN: hi\n\n**Not sent:** agent wsagent cannot start: workspace settings ' .. settings .. ' are not trusted', 1, true), text)
+    assert(H.notes[#H.notes]:find('ochat: send: agent wsagent cannot start', 1, true), H.notes[#H.notes])
     local menus = {}
     local restore = stub_select(function(items, opts)
       table.insert(menus, vim.tbl_map(opts.format_item, items))
@@ -739,10 +755,17 @@ describe('e2e with ochatd and the test agent', function()
   end)
 
   it(':checkhealth ochat finds the daemon, its version and the agents', function()
+    -- A socket file nobody listens on (as a killed daemon leaves it: bound, never listening) is counted apart.
+    local stale = vim.env.XDG_RUNTIME_DIR .. '/ochat/stale-test.sock'
+    local pipe = vim.loop.new_pipe(false)
+    assert(pipe:bind(stale))
     vim.cmd('edit ' .. ws .. '/out.txt')
     vim.cmd('checkhealth ochat')
     local text = H.buf_text(0)
     vim.cmd('bwipe!')
+    pipe:close()
+    os.remove(stale)
+    assert(text:find('daemon sockets there: 1 answering, 1 stale', 1, true), text)
     for _, want in ipairs({ 'ochatd: ' .. bin .. '/ochatd', 'version: ochatd ', 'workspace: ' .. ws, 'test: ' .. bin .. '/testagent' }) do
       assert(text:find(want, 1, true), 'missing ' .. want .. ' in\n' .. text)
     end

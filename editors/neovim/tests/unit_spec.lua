@@ -408,7 +408,9 @@ describe('chat details', function()
     wait_for(function()
       return done
     end, 1000, 'answer')
-    assert(chat:text():find('## You · not sent: a turn is already running (-32003)', 1, true), chat:text())
+    chat:flush()
+    eq('# ochat\n\n## You · not sent\nagain\n\n**Not sent:** a turn is already running (-32003)\n', chat:text())
+    eq('ochat: send: a turn is already running (-32003)', H.notes[#H.notes])
   end)
 
   it('titles the float where Neovim supports it', function()

@@ -367,7 +367,7 @@ function Chat:title_line()
   local t = self:shown_title()
   local parts = { '# ' .. (t ~= '' and t or 'ochat') }
   local agent = self:current_agent()
-  if agent then
+  if agent and agent ~= '' then
     table.insert(parts, agent)
   end
   -- The context meter, as the agent reported it (ACP usage_update: used / size tokens).
@@ -1164,7 +1164,7 @@ function Chat:send(text, opts, cb)
     end
     if err then
       um.error = util.err_text(err)
-      self:mark(um, { header = true })
+      self:mark(um, { header = true, body_from = 1 })
       util.notify('send: ' .. um.error, vim.log.levels.ERROR)
       if cb then
         cb(err)

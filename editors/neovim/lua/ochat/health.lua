@@ -13,6 +13,42 @@ local function run(argv)
   return vim.v.shell_error, out
 end
 
+--- The Unix sockets in `dir`, split into those a process accepts connections on (`live`) and those nobody listens
+--- on (`stale`: connecting fails, e.g. ECONNREFUSED). Each connection is closed at once; waits at most `timeout_ms`
+--- (default 1000) for all of them. Returns live, stale (lists of paths).
+function M.probe_sockets(dir, timeout_ms)
+  local uv = vim.loop
+  local paths = {}
+  for _, p in ipairs(vim.fn.glob(dir .. '/*', false, true)) do
+    local st = uv.fs_stat(p)
+    if st and st.type == 'socket' then
+      table.insert(paths, p)
+    end
+  end
+  local result, pending = {}, #paths
+  for _, p in ipairs(paths) do
+    local pipe = uv.new_pipe(false)
+    local okc = pcall(pipe.connect, pipe, p, function(e)
+      result[p] = e == nil
+      pending = pending - 1
+      pipe:close()
+    end)
+    if not okc then
+      result[p] = false
+      pending = pending - 1
+      pipe:close()
+    end
+  end
+  vim.wait(timeout_ms or 1000, function()
+    return pending <= 0
+  end, 10)
+  local live, stale = {}, {}
+  for _, p in ipairs(paths) do
+    table.insert(result[p] and live or stale, p)
+  end
+  return live, stale
+end
+
 function M.check()
   local o = require('ochat')
   local cfg = o.config
@@ -49,8 +85,13 @@ function M.check()
   local dir = rt and rt ~= '' and (rt .. '/ochat') or ((os.getenv('TMPDIR') or '/tmp') .. '/ochat-' .. vim.fn.systemlist('id -u')[1])
   if vim.fn.isdirectory(dir) == 1 then
     ok('socket directory: ' .. dir)
-    local socks = vim.fn.glob(dir .. '/*', false, true)
-    info(#socks .. ' daemon socket(s) there')
+    local live, stale = M.probe_sockets(dir)
+    local line = string.format('daemon sockets there: %d answering, %d stale', #live, #stale)
+    if #stale > 0 then
+      info(line .. ' (a socket file nobody listens on: left by a daemon that was killed; harmless, ochatd replaces it)')
+    else
+      info(line)
+    end
   else
     info('socket directory ' .. dir .. ' does not exist yet (created when the first daemon starts)')
   end

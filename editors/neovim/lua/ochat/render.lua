@@ -182,8 +182,17 @@ function M.file_changes(m)
   return out
 end
 
---- Body lines as displayed (the failure message is appended for a failed turn).
+--- Body lines as displayed (the failure message is appended for a failed turn, and the daemon's refusal under a
+--- prompt that was not sent).
 function M.body_lines(m)
+  if m.role == 'user' and m.error then
+    local out = vim.list_slice(m.body)
+    table.insert(out, '')
+    for i, l in ipairs(vim.split(m.error, '\n', { plain = true })) do
+      table.insert(out, i == 1 and ('**Not sent:** ' .. l) or l)
+    end
+    return out
+  end
   if m.role == 'assistant' and m.status == 'failed' then
     local out = vim.list_slice(m.body)
     if #out > 0 then
@@ -197,9 +206,9 @@ end
 
 function M.header(m)
   if m.role == 'user' then
-    return m.error and ('## You · not sent: ' .. m.error) or '## You'
+    return m.error and '## You · not sent' or '## You'
   end
-  local h = '## ' .. (m.agent or 'assistant')
+  local h = '## ' .. ((m.agent or '') ~= '' and m.agent or 'assistant')
   if m.status == 'streaming' or m.status == nil then
     return h .. ' …'
   end
