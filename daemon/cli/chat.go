@@ -81,7 +81,7 @@ func runChat(ctx context.Context, env *Env, args []string) int {
 		}
 		return fail(env, "send: %v", err)
 	}
-	t := &chatTurn{env: env, cl: cl, res: res, json: c.json, stdin: env.Stdin, promptFromStdin: promptFromStdin, quiet: *quiet,
+	t := &chatTurn{env: env, cl: cl, res: res, json: c.json, workspace: c.workspace, stdin: env.Stdin, promptFromStdin: promptFromStdin, quiet: *quiet,
 		dim: colorTerminal(env), atLineStart: true, tools: map[string]string{}, toolNames: map[string]string{}, files: map[string]string{},
 		interrupted: make(chan struct{})}
 	switch {
@@ -129,6 +129,7 @@ type chatTurn struct {
 	auto            string // "", "allow", "reject"
 	stdin           io.Reader
 	promptFromStdin bool
+	workspace       string                   // --workspace as given ("" if not), for the cancel hint
 	lines           chan string              // stdin lines, read by one goroutine; closed at EOF
 	stdinEOF        bool                     // lines was closed
 	notes           chan daemon.Notification // the daemon's notifications, read by one goroutine; closed when the connection ends
@@ -166,6 +167,7 @@ func (t *chatTurn) run(ctx context.Context) int {
 			interrupts++
 			if interrupts > 1 {
 				fmt.Fprintln(t.env.Stderr, "\nochatd: leaving the turn running in the daemon")
+				fmt.Fprintf(t.env.Stderr, "conversation: %s\ncancel it with: %s\n", t.res.ConversationID, t.cancelCommand())
 				os.Exit(130)
 			}
 			fmt.Fprintln(t.env.Stderr, "\nochatd: cancelling (Ctrl-C again to leave it running)")
@@ -229,6 +231,23 @@ func (t *chatTurn) run(ctx context.Context) int {
 			}
 		}
 	}
+}
+
+// cancelCommand is the command line that cancels this turn later, with
+// --workspace when chat was given one.
+func (t *chatTurn) cancelCommand() string {
+	if t.workspace != "" {
+		return "ochatd cancel --workspace " + shellQuote(t.workspace) + " " + t.res.ConversationID
+	}
+	return "ochatd cancel " + t.res.ConversationID
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=+,:@%") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // next returns the next notification: one held back while a question

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -9,11 +10,15 @@ import (
 	"time"
 
 	"github.com/ochat-dev/ochat/daemon"
+	"github.com/ochat-dev/ochat/transcript"
 )
 
 // runCancel is `ochatd cancel [--workspace DIR] CONVERSATION_ID`: it cancels
 // the conversation's running turn (ochat/chat/cancel), for example one left
-// waiting on a permission by a client that went away.
+// waiting on a permission by a client that went away, then waits until the
+// turn has ended (an agent that ignores the cancel is stopped by the
+// daemon after its cancel grace) and says how it ended. Exit 1 if the turn
+// is still running after cancelWait.
 func runCancel(ctx context.Context, env *Env, args []string) int {
 	var c common
 	fs := newFlags(env, "cancel", &c, false)
@@ -34,16 +39,120 @@ func runCancel(ctx context.Context, env *Env, args []string) int {
 		return fail(env, "%v", err)
 	}
 	defer cl.Close()
-	var res daemon.CancelResult
-	if err := call(ctx, cl, quickCall, daemon.MethodChatCancel, daemon.ConversationParams{ConversationID: pos[0]}, &res); err != nil {
+	id := pos[0]
+	// Subscribe first, so the end of the turn cannot slip by unseen.
+	var sub daemon.SubscribeResult
+	if err := call(ctx, cl, quickCall, daemon.MethodSubscribe, daemon.ConversationParams{ConversationID: id}, &sub); err != nil {
 		return fail(env, "cancel: %v", err)
 	}
-	if res.Cancelled {
-		fmt.Fprintf(env.Stdout, "cancelled the running turn of %s\n", pos[0])
-	} else {
-		fmt.Fprintf(env.Stdout, "no turn is running in %s\n", pos[0])
+	var res daemon.CancelResult
+	if err := call(ctx, cl, quickCall, daemon.MethodChatCancel, daemon.ConversationParams{ConversationID: id}, &res); err != nil {
+		return fail(env, "cancel: %v", err)
 	}
+	if !res.Cancelled || sub.Running == nil {
+		fmt.Fprintf(env.Stdout, "no turn is running in %s\n", id)
+		return 0
+	}
+	how, err := waitTurnEnd(ctx, env, cl, id, *sub.Running)
+	if err != nil {
+		return fail(env, "cancel: %v", err)
+	}
+	fmt.Fprintf(env.Stdout, "cancelled the running turn of %s (it ended: %s)\n", id, how)
 	return 0
+}
+
+// cancelWait bounds how long `ochatd cancel` waits for the turn to end: the
+// daemon's default cancel grace (after which it abandons the prompt and
+// stops the agent) and a margin.
+const cancelWait = daemon.DefaultCancelGrace + 5*time.Second
+
+// waitTurnEnd waits (at most cancelWait) until the running turn rt of
+// conversation id has ended, from its terminal ochat/event or, should
+// events be dropped (ochat/resync), from the conversation as stored; it
+// prints "waiting for the agent to stop…" if that takes a moment. It
+// returns how the turn ended: "cancelled", "completed (STOP_REASON)",
+// "failed: MESSAGE".
+func waitTurnEnd(ctx context.Context, env *Env, cl *daemon.Client, id string, rt daemon.RunningTurn) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, cancelWait)
+	defer cancel()
+	notes := make(chan daemon.Notification)
+	go func() {
+		defer close(notes)
+		for {
+			n, err := cl.Next(ctx)
+			if err != nil {
+				return
+			}
+			select {
+			case notes <- n:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	patience := time.NewTimer(500 * time.Millisecond)
+	defer patience.Stop()
+	check := time.NewTicker(time.Second)
+	defer check.Stop()
+	for {
+		select {
+		case n, ok := <-notes:
+			if !ok {
+				if ctx.Err() != nil {
+					return "", fmt.Errorf("the turn of %s is still running after %s; the daemon stops its agent (see the daemon log)", id, cancelWait)
+				}
+				return "", errDaemonGone
+			}
+			switch n.Method {
+			case daemon.NotifyEvent:
+				var p daemon.EventParams
+				if json.Unmarshal(n.Params, &p) == nil && p.TurnID == rt.TurnID && p.Event.Terminal() {
+					return describeEnd(p.Event.Type == transcript.EvTurnFailed, p.Event.StopReason, p.Event.Message), nil
+				}
+			case daemon.NotifyResync:
+				if how, done, err := storedEnd(ctx, cl, id, rt); err != nil || done {
+					return how, err
+				}
+			}
+		case <-check.C:
+			if how, done, err := storedEnd(ctx, cl, id, rt); err != nil || done {
+				return how, err
+			}
+		case <-patience.C:
+			fmt.Fprintln(env.Stdout, "waiting for the agent to stop…")
+		}
+	}
+}
+
+// storedEnd re-subscribes to conversation id: done when rt no longer runs,
+// with how it ended from its stored message.
+func storedEnd(ctx context.Context, cl *daemon.Client, id string, rt daemon.RunningTurn) (string, bool, error) {
+	var sub daemon.SubscribeResult
+	if err := call(ctx, cl, quickCall, daemon.MethodSubscribe, daemon.ConversationParams{ConversationID: id}, &sub); err != nil {
+		return "", false, err
+	}
+	if sub.Running != nil && sub.Running.TurnID == rt.TurnID {
+		return "", false, nil
+	}
+	for _, m := range sub.Messages {
+		if m.ID == rt.TurnID || m.ID == rt.AssistantMessageID {
+			return describeEnd(m.Status == transcript.StatusFailed, m.StopReason, m.Error), true, nil
+		}
+	}
+	return "ended", true, nil
+}
+
+// describeEnd names how a turn ended for `ochatd cancel`.
+func describeEnd(failed bool, stopReason, msg string) string {
+	switch {
+	case failed:
+		return "failed: " + oneLine(msg)
+	case stopReason == "cancelled":
+		return "cancelled"
+	case stopReason == "":
+		return "completed"
+	}
+	return "completed (" + stopReason + ")"
 }
 
 // runStop is `ochatd stop [--workspace DIR]`: the workspace daemon cancels

@@ -1,0 +1,93 @@
+package cli
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ochat-dev/ochat/daemon"
+)
+
+// runningConversation waits until w's daemon has a running turn and
+// returns its conversation id.
+func runningConversation(t *testing.T, w *trustWorld) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	nc, err := daemon.Dial(ctx, daemon.DialOptions{Workspace: w.ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := daemon.NewClient(ctx, nc, "watcher", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for {
+		var res daemon.ListConversationsResult
+		if err := cl.Call(ctx, daemon.MethodConversationsList, nil, &res); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range res.Conversations {
+			if c.Running {
+				return c.ID
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatal("no turn ever ran")
+		}
+		time.Sleep(20 * time.Millisecond) // poll, not an assertion
+	}
+}
+
+// TestCancelWaitsForTheTurn: `ochatd cancel` returns only once the turn
+// has ended — at once for an agent that honours session/cancel, after the
+// daemon's cancel grace for one that ignores it — and says how it ended;
+// `conversations` then shows it no longer running.
+func TestCancelWaitsForTheTurn(t *testing.T) {
+	tests := []struct {
+		prompt, want string
+		waits        bool
+	}{
+		{"SLOW 2000", "(it ended: cancelled)", false},
+		{"HANG", "(it ended: ", true},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Fields(tt.prompt)[0], func(t *testing.T) {
+			w := userAgentWorld(t)
+			done := make(chan int, 1)
+			go func() {
+				code, _, _ := w.run(t, "chat", "--agent", "test", tt.prompt)
+				done <- code
+			}()
+			id := runningConversation(t, w)
+			code, out, errs := w.run(t, "cancel", id)
+			if code != 0 || !strings.Contains(out, "cancelled the running turn of "+id+" "+tt.want) {
+				t.Fatalf("cancel: exit %d\n%s%s", code, out, errs)
+			}
+			t.Logf("cancel said:\n%s", out)
+			if got := strings.Contains(out, "waiting for the agent to stop…"); got != tt.waits {
+				t.Errorf("waiting line shown = %v, want %v:\n%s", got, tt.waits, out)
+			}
+			if _, out, _ := w.run(t, "conversations"); strings.Contains(out, "running") {
+				t.Errorf("conversations after cancel:\n%s", out)
+			}
+			<-done
+		})
+	}
+}
+
+func TestCancelCommand(t *testing.T) {
+	tests := []struct{ ws, want string }{
+		{"", "ochatd cancel C1"},
+		{"/tmp/ws", "ochatd cancel --workspace /tmp/ws C1"},
+		{"/tmp/my ws/it's", `ochatd cancel --workspace '/tmp/my ws/it'\''s' C1`},
+	}
+	for _, tt := range tests {
+		ct := &chatTurn{workspace: tt.ws, res: daemon.SendResult{ConversationID: "C1"}}
+		if got := ct.cancelCommand(); got != tt.want {
+			t.Errorf("workspace %q: %q, want %q", tt.ws, got, tt.want)
+		}
+	}
+}
