@@ -155,18 +155,21 @@ func describeEnd(failed bool, stopReason, msg string) string {
 	return "completed (" + stopReason + ")"
 }
 
-// runStop is `ochatd stop [--workspace DIR]`: the workspace daemon cancels
-// its running turns, stops its agents and exits (ochat/daemon/stop). It
-// never starts a daemon; with none running it says so and succeeds.
+// runStop is `ochatd stop [--workspace DIR] [--force]`: the workspace
+// daemon cancels its running turns, stops its agents and exits
+// (ochat/daemon/stop). While a turn is running it refuses (exit 1, naming
+// the conversations) unless --force. It never starts a daemon; with none
+// running it says so and succeeds.
 func runStop(ctx context.Context, env *Env, args []string) int {
 	var c common
 	fs := newFlags(env, "stop", &c, false)
+	force := fs.Bool("force", false, "stop even while turns are running (they are cancelled)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return exitFlag(err)
 	}
 	if len(pos) != 0 {
-		fmt.Fprintln(env.Stderr, "usage: ochatd stop [--workspace DIR]")
+		fmt.Fprintln(env.Stderr, "usage: ochatd stop [--workspace DIR] [--force]")
 		return 2
 	}
 	ws, err := c.resolve()
@@ -180,6 +183,16 @@ func runStop(ctx context.Context, env *Env, args []string) int {
 	}
 	defer cl.Close()
 	pid := cl.Init.Daemon.PID
+	if !*force {
+		var list daemon.ListConversationsResult
+		if err := call(ctx, cl, quickCall, daemon.MethodConversationsList, nil, &list); err != nil {
+			return fail(env, "stop: list conversations: %v", err)
+		}
+		if msg := runningTurns(list.Conversations); msg != "" {
+			fmt.Fprintf(env.Stderr, "ochatd stop: %s: stop anyway with --force (the turns are cancelled)\n", msg)
+			return 1
+		}
+	}
 	// The daemon may exit before its answer reaches us: a closed
 	// connection is success too.
 	if err := call(ctx, cl, stopTimeout, daemon.MethodDaemonStop, nil, nil); err != nil && !errors.Is(err, errDaemonGone) {
@@ -219,6 +232,30 @@ func runStop(ctx context.Context, env *Env, args []string) int {
 	}
 	fmt.Fprintf(env.Stdout, "stopped the daemon of %s (pid %d)\n", ws, pid)
 	return 0
+}
+
+// runningTurns describes the running turns of convs for `ochatd stop`
+// ("1 turn running in conversation ID (title)"), "" if none. The daemon does
+// not tell which editors are attached, so only turns are counted.
+func runningTurns(convs []daemon.ConversationInfo) string {
+	var ids []string
+	for _, c := range convs {
+		if !c.Running {
+			continue
+		}
+		id := c.ID
+		if t := oneLine(c.Title); t != "" {
+			id += " (" + t + ")"
+		}
+		ids = append(ids, id)
+	}
+	switch len(ids) {
+	case 0:
+		return ""
+	case 1:
+		return "1 turn running in conversation " + ids[0]
+	}
+	return fmt.Sprintf("%d turns running in conversations %s", len(ids), strings.Join(ids, ", "))
 }
 
 // stopTimeout bounds `ochatd stop`'s request and its wait for the daemon to

@@ -91,3 +91,46 @@ func TestCancelCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestStopRefusesWhileRunning: `ochatd stop` without --force names the
+// running turn and leaves the daemon (and the turn) alone.
+func TestStopRefusesWhileRunning(t *testing.T) {
+	w := userAgentWorld(t)
+	done := make(chan int, 1)
+	go func() {
+		code, _, _ := w.run(t, "chat", "--agent", "test", "SLOW 2000")
+		done <- code
+	}()
+	id := runningConversation(t, w)
+	code, out, errs := w.run(t, "stop")
+	if code != 1 || !strings.Contains(errs, "1 turn running in conversation "+id+" (SLOW 2000): stop anyway with --force") || strings.Contains(out, "stopped") {
+		t.Errorf("stop: exit %d\n%s%s", code, out, errs)
+	}
+	if code, out, _ := w.run(t, "conversations"); code != 0 || !strings.Contains(out, "running") {
+		t.Errorf("conversations after a refused stop (%d):\n%s", code, out)
+	}
+	w.run(t, "cancel", id)
+	<-done
+}
+
+func TestRunningTurns(t *testing.T) {
+	conv := func(id, title string, running bool) daemon.ConversationInfo {
+		c := daemon.ConversationInfo{Running: running}
+		c.ID, c.Title = id, title
+		return c
+	}
+	tests := []struct {
+		convs []daemon.ConversationInfo
+		want  string
+	}{
+		{nil, ""},
+		{[]daemon.ConversationInfo{conv("A", "x", false)}, ""},
+		{[]daemon.ConversationInfo{conv("A", "fix\nbug", true), conv("B", "", false)}, "1 turn running in conversation A (fix bug)"},
+		{[]daemon.ConversationInfo{conv("A", "", true), conv("B", "y", true)}, "2 turns running in conversations A, B (y)"},
+	}
+	for _, tt := range tests {
+		if got := runningTurns(tt.convs); got != tt.want {
+			t.Errorf("runningTurns = %q, want %q", got, tt.want)
+		}
+	}
+}
