@@ -61,6 +61,7 @@ func runChat(ctx context.Context, env *Env, args []string) int {
 		prompt = string(b)
 	}
 	if strings.TrimSpace(prompt) == "" {
+		fmt.Fprintln(env.Stderr, "ochatd chat: empty prompt")
 		fmt.Fprintln(env.Stderr, chatUsage)
 		return 2
 	}

@@ -363,3 +363,20 @@ func TestChatPermissionAnsweredElsewhere(t *testing.T) {
 		t.Errorf("pty.txt = %q, %v", b, err)
 	}
 }
+
+// TestChatEmptyPrompt: an empty prompt (argument or stdin) says so before
+// the usage text and exits 2 without dialling the daemon.
+func TestChatEmptyPrompt(t *testing.T) {
+	for _, tt := range []struct{ stdin, arg string }{{"", ""}, {"  \n", "-"}, {"", "   "}} {
+		var out, errb bytes.Buffer
+		env := &Env{Stdin: strings.NewReader(tt.stdin), Stdout: &out, Stderr: &errb, Version: "test", Getenv: func(string) string { return "" }}
+		args := []string{"chat", "--workspace", t.TempDir()}
+		if tt.arg != "" {
+			args = append(args, tt.arg)
+		}
+		code := Main(context.Background(), env, args)
+		if code != 2 || !strings.HasPrefix(errb.String(), "ochatd chat: empty prompt\nusage: ochatd chat") {
+			t.Errorf("%q/%q: exit %d stderr:\n%s", tt.stdin, tt.arg, code, errb.String())
+		}
+	}
+}

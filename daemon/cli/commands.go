@@ -200,7 +200,7 @@ func runShow(ctx context.Context, env *Env, args []string) int {
 			if m.Hidden {
 				continue
 			}
-			fmt.Fprintf(w, "\n## you · %s\n\n%s\n", fmtTime(m.Timestamp), m.Content)
+			fmt.Fprintf(w, "\n## User · %s\n\n%s\n", fmtTime(m.Timestamp), m.Content)
 			for _, a := range m.Attachments {
 				fmt.Fprintf(w, "[attachment] %s %s\n", a.Kind, a.Path)
 			}

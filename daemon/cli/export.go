@@ -20,19 +20,28 @@ import (
 // runExport is `ochatd export REF [--format events|markdown|json] [-o FILE]`:
 // a conversation (REF = conversation id) or a native session (native id or
 // session file) as a session event log, Markdown or canonical JSON, through
-// ochat/export. What the event log cannot express is listed on stderr.
+// ochat/export. What the event log cannot express is listed on stderr. -o
+// refuses an existing FILE unless --force.
 func runExport(ctx context.Context, env *Env, args []string) int {
 	var c common
 	fs := newFlags(env, "export", &c, false)
 	format := fs.String("format", daemon.FormatEvents, "events (session event log, JSON Lines), markdown or json")
-	out := fs.String("o", "", "write to FILE instead of stdout")
+	out := fs.String("o", "", "write to FILE instead of stdout (an existing FILE only with --force)")
+	force := fs.Bool("force", false, "let -o overwrite an existing file")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return exitFlag(err)
 	}
 	if len(pos) != 1 {
-		fmt.Fprintln(env.Stderr, "usage: ochatd export [--workspace DIR] [--format events|markdown|json] [-o FILE] CONVERSATION_ID | SESSION_ID | SESSION_FILE")
+		fmt.Fprintln(env.Stderr, "usage: ochatd export [--workspace DIR] [--format events|markdown|json] [-o FILE [--force]] CONVERSATION_ID | SESSION_ID | SESSION_FILE")
 		return 2
+	}
+	toFile := *out != "" && *out != "-"
+	if toFile && !*force {
+		// Checked before the export too, so a refusal costs nothing.
+		if _, err := os.Lstat(*out); err == nil {
+			return fail(env, "export: %s exists; pass --force to overwrite it", *out)
+		}
 	}
 	switch *format {
 	case daemon.FormatEvents, daemon.FormatMarkdown, daemon.FormatJSON:
@@ -67,8 +76,8 @@ func runExport(ctx context.Context, env *Env, args []string) int {
 	if err != nil {
 		return fail(env, "export %s: %v", ref, err)
 	}
-	if *out != "" && *out != "-" {
-		if err := os.WriteFile(*out, []byte(res.Content), 0o644); err != nil {
+	if toFile {
+		if err := writeExport(*out, []byte(res.Content), *force); err != nil {
 			return fail(env, "export: %v", err)
 		}
 	} else if _, err := io.WriteString(env.Stdout, res.Content); err != nil {
@@ -81,6 +90,30 @@ func runExport(ctx context.Context, env *Env, args []string) int {
 }
 
 var errNotTried = errors.New("not tried")
+
+// writeExport writes data to path (mode 0644); an existing path is
+// refused (os.ErrExist, with the --force hint) unless force.
+func writeExport(path string, data []byte, force bool) error {
+	flags := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	if !force {
+		flags |= os.O_EXCL
+	}
+	f, err := os.OpenFile(path, flags, 0o644)
+	if errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("%s exists; pass --force to overwrite it: %w", path, os.ErrExist)
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
 
 // maxProblems is how many validator problems a refused import lists.
 const maxProblems = 5

@@ -209,7 +209,7 @@ func printMessage(w io.Writer, m transcript.Message) {
 		if m.Hidden {
 			return
 		}
-		fmt.Fprintf(w, "\n## you · %s\n\n%s\n", fmtTime(m.Timestamp), m.Content)
+		fmt.Fprintf(w, "\n## User · %s\n\n%s\n", fmtTime(m.Timestamp), m.Content)
 		for _, a := range m.Attachments {
 			fmt.Fprintf(w, "[attachment] %s %s\n", a.Kind, a.Path)
 		}

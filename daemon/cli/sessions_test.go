@@ -152,6 +152,28 @@ func TestCLISessionsShowExportImportValidate(t *testing.T) {
 	if code, _, errs = d.run(t, "", "export", fixtureClaudeID, "-o", logFile); code != 0 {
 		t.Fatalf("export: %d %s", code, errs)
 	}
+	before, err := os.ReadFile(logFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs = d.run(t, "", "export", "--format", "markdown", fixtureClaudeID, "-o", logFile); code != 1 || !strings.Contains(errs, logFile+" exists; pass --force to overwrite it") {
+		t.Fatalf("export over an existing file: %d %s", code, errs)
+	}
+	if after, _ := os.ReadFile(logFile); !bytes.Equal(after, before) {
+		t.Fatal("a refused export changed the file")
+	}
+	mdFile := filepath.Join(t.TempDir(), "s.md")
+	if err := os.WriteFile(mdFile, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs = d.run(t, "", "export", "--format", "markdown", "--force", fixtureClaudeID, "-o", mdFile); code != 0 {
+		t.Fatalf("export --force: %d %s", code, errs)
+	}
+	md, _ := os.ReadFile(mdFile)
+	_, shown, _ := d.run(t, "", "show", fixtureClaudeID)
+	if !strings.Contains(string(md), "## User · ") || !strings.Contains(shown, "## User · ") || strings.Contains(shown, "## you") {
+		t.Fatalf("the user is labelled differently:\nexport:\n%s\nshow:\n%s", md, shown)
+	}
 	if code, out, errs = d.run(t, "", "validate", logFile); code != 0 || out != "" {
 		t.Fatalf("validate exported log: %d %q %s", code, out, errs)
 	}
