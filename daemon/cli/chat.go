@@ -525,8 +525,7 @@ func (t *chatTurn) ask(p daemon.PermissionParams) (daemon.RespondParams, askEnd)
 		fmt.Fprintf(w, "choose 1-%d, y (allow once) or n (reject): ", len(p.Options))
 	wait:
 		select { // a notification other than this question's resolution waits in t.pending; goto wait keeps the same try
-		case <-t.interrupted:
-			fmt.Fprintln(w)
+		case <-t.interrupted: // the Ctrl-C handler has ended the question's line
 			resp.Cancelled = true
 			return resp, askInterrupted
 		case n, ok := <-notes:
@@ -537,6 +536,12 @@ func (t *chatTurn) ask(p daemon.PermissionParams) (daemon.RespondParams, askEnd)
 			if n.Method == daemon.NotifyPermissionResolved {
 				var r daemon.PermissionResolvedParams
 				if json.Unmarshal(n.Params, &r) == nil && r.PermissionID == p.PermissionID {
+					select {
+					case <-t.interrupted: // our own Ctrl-C cancelled the turn and so this question
+						fmt.Fprintln(w, "  (cancelled)")
+						return resp, askResolvedElsewhere
+					default:
+					}
 					fmt.Fprintln(w)
 					if r.Outcome == "cancelled" || r.OptionID == "" {
 						fmt.Fprintln(w, "  (cancelled by another client or the daemon)")
