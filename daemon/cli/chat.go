@@ -65,13 +65,9 @@ func runChat(ctx context.Context, env *Env, args []string) int {
 		fmt.Fprintln(env.Stderr, chatUsage)
 		return 2
 	}
-	ws, err := c.resolve()
-	if err != nil {
-		return fail(env, "%v", err)
-	}
-	cl, err := dial(ctx, env, ws)
-	if err != nil {
-		return fail(env, "%v", err)
+	cl, _, code := c.connect(ctx, env)
+	if cl == nil {
+		return code
 	}
 	defer cl.Close()
 	var res daemon.SendResult

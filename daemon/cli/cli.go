@@ -147,6 +147,20 @@ func (c *common) resolve() (string, error) {
 	return daemon.ResolveWorkspace(wd)
 }
 
+// connect resolves the workspace and dials its daemon (dial). On failure it
+// has told the user why and returns a nil client and the exit status.
+func (c *common) connect(ctx context.Context, env *Env) (cl *daemon.Client, ws string, code int) {
+	ws, err := c.resolve()
+	if err != nil {
+		return nil, "", fail(env, "%v", err)
+	}
+	cl, err = dial(ctx, env, ws)
+	if err != nil {
+		return nil, "", fail(env, "%v", err)
+	}
+	return cl, ws, 0
+}
+
 // dial connects to (starting if needed) the workspace daemon and initializes.
 // Connecting and initializing take at most dialTimeout (it covers starting
 // a daemon).

@@ -57,13 +57,9 @@ func runAgents(ctx context.Context, env *Env, args []string) int {
 	if extraArgs(env, "agents", pos) {
 		return 2
 	}
-	ws, err := c.resolve()
-	if err != nil {
-		return fail(env, "%v", err)
-	}
-	cl, err := dial(ctx, env, ws)
-	if err != nil {
-		return fail(env, "%v", err)
+	cl, _, code := c.connect(ctx, env)
+	if cl == nil {
+		return code
 	}
 	defer cl.Close()
 	var res daemon.AgentsListResult
@@ -124,13 +120,9 @@ func runConversations(ctx context.Context, env *Env, args []string) int {
 	if extraArgs(env, "conversations", pos) {
 		return 2
 	}
-	ws, err := c.resolve()
-	if err != nil {
-		return fail(env, "%v", err)
-	}
-	cl, err := dial(ctx, env, ws)
-	if err != nil {
-		return fail(env, "%v", err)
+	cl, _, code := c.connect(ctx, env)
+	if cl == nil {
+		return code
 	}
 	defer cl.Close()
 	var res daemon.ListConversationsResult
@@ -177,13 +169,9 @@ func runShow(ctx context.Context, env *Env, args []string) int {
 		fmt.Fprintln(env.Stderr, "usage: ochatd show [--workspace DIR] [--json] CONVERSATION_ID")
 		return 2
 	}
-	ws, err := c.resolve()
-	if err != nil {
-		return fail(env, "%v", err)
-	}
-	cl, err := dial(ctx, env, ws)
-	if err != nil {
-		return fail(env, "%v", err)
+	cl, _, code := c.connect(ctx, env)
+	if cl == nil {
+		return code
 	}
 	defer cl.Close()
 	var res daemon.GetConversationResult

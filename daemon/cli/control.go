@@ -1,12 +1,15 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/ochat-dev/ochat/daemon"
@@ -30,13 +33,9 @@ func runCancel(ctx context.Context, env *Env, args []string) int {
 		fmt.Fprintln(env.Stderr, "usage: ochatd cancel [--workspace DIR] CONVERSATION_ID")
 		return 2
 	}
-	ws, err := c.resolve()
-	if err != nil {
-		return fail(env, "%v", err)
-	}
-	cl, err := dial(ctx, env, ws)
-	if err != nil {
-		return fail(env, "%v", err)
+	cl, _, code := c.connect(ctx, env)
+	if cl == nil {
+		return code
 	}
 	defer cl.Close()
 	id := pos[0]
@@ -209,25 +208,16 @@ func runStop(ctx context.Context, env *Env, args []string) int {
 	case <-ctx.Done():
 		return fail(env, "stop: %v", ctx.Err())
 	}
-	// The connection closes a moment before the daemon stops listening:
-	// "stopped" means no daemon of this pid answers any more.
-	for gone := false; !gone; {
-		other, err := dialRunning(ctx, env, ws)
-		switch {
-		case err != nil:
-			gone = true
-		case other.Init.Daemon.PID != pid: // another client already started a new one
-			other.Close()
-			gone = true
-		default:
-			other.Close()
-			select {
-			case <-t.C:
-				return fail(env, "stop: daemon %d is still running after %s", pid, stopTimeout)
-			case <-ctx.Done():
-				return fail(env, "stop: %v", ctx.Err())
-			case <-time.After(50 * time.Millisecond):
-			}
+	// The connection closes a moment before the daemon has exited (and a
+	// stopping daemon turns new clients away, so a refused connection proves
+	// nothing): "stopped" means process pid is gone.
+	for !processGone(pid) {
+		select {
+		case <-t.C:
+			return fail(env, "stop: daemon %d is still running after %s", pid, stopTimeout)
+		case <-ctx.Done():
+			return fail(env, "stop: %v", ctx.Err())
+		case <-time.After(50 * time.Millisecond):
 		}
 	}
 	fmt.Fprintf(env.Stdout, "stopped the daemon of %s (pid %d)\n", ws, pid)
@@ -334,4 +324,23 @@ func printDaemonInfo(env *Env, d daemon.DaemonInfo) {
 		fmt.Fprintf(w, "note  this shell sets %s differently; the daemon keeps the environment it started with\n", strings.Join(differ, ", "))
 	}
 	fmt.Fprintln(w, "      restart it with `ochatd stop` to pick up a changed environment (the next command starts a new one)")
+}
+
+// processGone reports whether process pid has exited: it does not exist, or
+// it is a zombie nobody has reaped yet (/proc/PID/stat state Z). pid 0 (a
+// daemon that did not say) counts as gone.
+func processGone(pid int) bool {
+	if pid <= 0 {
+		return true
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return syscall.Kill(pid, 0) == syscall.ESRCH || os.IsNotExist(err)
+	}
+	// The state follows the command name, which is in parentheses and may
+	// hold spaces: read after the last ')'.
+	if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) {
+		return b[i+2] == 'Z'
+	}
+	return false
 }

@@ -49,13 +49,9 @@ func runExport(ctx context.Context, env *Env, args []string) int {
 		return fail(env, "export: --format must be events, markdown or json, not %q", *format)
 	}
 	ref := pos[0]
-	ws, err := c.resolve()
-	if err != nil {
-		return fail(env, "%v", err)
-	}
-	cl, err := dial(ctx, env, ws)
-	if err != nil {
-		return fail(env, "%v", err)
+	cl, _, code := c.connect(ctx, env)
+	if cl == nil {
+		return code
 	}
 	defer cl.Close()
 	sp, err := sessionRef(ref)
@@ -194,13 +190,9 @@ func runDelete(ctx context.Context, env *Env, args []string) int {
 // convCall makes one conversation request through the daemon and prints
 // done on success.
 func convCall(ctx context.Context, env *Env, c common, method string, params any, done string) int {
-	ws, err := c.resolve()
-	if err != nil {
-		return fail(env, "%v", err)
-	}
-	cl, err := dial(ctx, env, ws)
-	if err != nil {
-		return fail(env, "%v", err)
+	cl, _, code := c.connect(ctx, env)
+	if cl == nil {
+		return code
 	}
 	defer cl.Close()
 	if err := call(ctx, cl, slowCall, method, params, nil); err != nil {
@@ -246,13 +238,9 @@ func runImport(ctx context.Context, env *Env, args []string) int {
 	if err != nil {
 		return fail(env, "import: %v", err)
 	}
-	ws, err := c.resolve()
-	if err != nil {
-		return fail(env, "%v", err)
-	}
-	cl, err := dial(ctx, env, ws)
-	if err != nil {
-		return fail(env, "%v", err)
+	cl, _, code := c.connect(ctx, env)
+	if cl == nil {
+		return code
 	}
 	defer cl.Close()
 	if ir := transcript.Import(data); len(ir.Messages) == 0 {

@@ -54,13 +54,9 @@ func runFileChange(ctx context.Context, env *Env, args []string, revert bool) in
 		fmt.Fprintf(env.Stderr, "usage: ochatd %s [--workspace DIR] [--force] [--json] CONVERSATION_ID [MESSAGE_ID [PATH...]]\n", name)
 		return 2
 	}
-	ws, err := c.resolve()
-	if err != nil {
-		return fail(env, "%v", err)
-	}
-	cl, err := dial(ctx, env, ws)
-	if err != nil {
-		return fail(env, "%v", err)
+	cl, ws, code := c.connect(ctx, env)
+	if cl == nil {
+		return code
 	}
 	defer cl.Close()
 	var conv daemon.GetConversationResult

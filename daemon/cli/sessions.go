@@ -30,13 +30,9 @@ func runSessions(ctx context.Context, env *Env, args []string) int {
 	if extraArgs(env, "sessions", pos) {
 		return 2
 	}
-	ws, err := c.resolve()
-	if err != nil {
-		return fail(env, "%v", err)
-	}
-	cl, err := dial(ctx, env, ws)
-	if err != nil {
-		return fail(env, "%v", err)
+	cl, _, code := c.connect(ctx, env)
+	if cl == nil {
+		return code
 	}
 	defer cl.Close()
 	var res daemon.SessionsListResult
@@ -128,13 +124,9 @@ func runShowRef(ctx context.Context, env *Env, args []string) int {
 		return 2
 	}
 	ref := pos[0]
-	ws, err := c.resolve()
-	if err != nil {
-		return fail(env, "%v", err)
-	}
-	cl, err := dial(ctx, env, ws)
-	if err != nil {
-		return fail(env, "%v", err)
+	cl, _, code := c.connect(ctx, env)
+	if cl == nil {
+		return code
 	}
 	defer cl.Close()
 	p, err := sessionRef(ref)
