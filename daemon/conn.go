@@ -38,7 +38,8 @@ type client struct {
 
 	mu      sync.Mutex
 	queue   []outItem
-	notes   int // notifications in queue
+	notes   int  // notifications in queue
+	writing bool // the writer holds items taken from queue, not yet written
 	signal  chan struct{}
 	stopped bool
 	stopCh  chan struct{}
@@ -148,6 +149,7 @@ func (c *client) writer(ctx context.Context) {
 			items := c.queue
 			c.queue = nil
 			c.notes = 0
+			c.writing = len(items) > 0
 			c.mu.Unlock()
 			if len(items) == 0 {
 				break
@@ -179,6 +181,14 @@ func (c *client) writer(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// drained reports whether everything queued so far has been written (or
+// the connection is gone).
+func (c *client) drained() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stopped || (len(c.queue) == 0 && !c.writing)
 }
 
 func (c *client) push(it outItem, note bool) {

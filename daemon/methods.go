@@ -66,10 +66,30 @@ func (s *Server) stopDaemon() {
 		case <-done:
 		case <-t.C:
 		}
+		// The turns' last events (turn.completed …) are queued: let every
+		// client's writer put them on the wire before the connections close.
+		s.drainClients(2 * time.Second)
 		if stop != nil {
 			stop()
 		}
 	}()
+}
+
+// drainClients waits, at most d, until every client has written what is
+// queued for it.
+func (s *Server) drainClients(d time.Duration) {
+	s.mu.Lock()
+	clients := make([]*client, 0, len(s.clients))
+	for c := range s.clients {
+		clients = append(clients, c)
+	}
+	s.mu.Unlock()
+	deadline := time.Now().Add(d)
+	for _, c := range clients {
+		for !c.drained() && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
 }
 
 // registry loads the agent registry afresh (settings or trust may have

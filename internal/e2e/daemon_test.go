@@ -189,6 +189,13 @@ func (d *daemonEnv) killStrays() {
 		if err != nil || (cwd != d.ws && !strings.HasPrefix(cwd, d.root+"/")) {
 			continue
 		}
+		// A zombie (exited, not yet reaped by whoever inherited it; an empty
+		// cmdline) has stopped already.
+		if stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); err == nil {
+			if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
+				continue
+			}
+		}
 		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
 		d.t.Errorf("process %d (%s) still running in the test's folders after the daemon stopped; killing it",
 			pid, bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '}))
