@@ -56,7 +56,7 @@ func Dial(ctx context.Context, o DialOptions) (net.Conn, error) {
 		}
 		return c, nil
 	}
-	exited, logPath, serr := startDaemon(o)
+	exited, pid, logPath, serr := startDaemon(o)
 	if serr != nil {
 		return nil, serr
 	}
@@ -70,6 +70,13 @@ func Dial(ctx context.Context, o DialOptions) (net.Conn, error) {
 	for {
 		c, err = d.DialContext(ctx, "unix", path)
 		if err == nil {
+			// Another client's daemon came up first: ours is waiting for
+			// the store's lock and would take over the workspace the moment
+			// that one stops (say after `ochatd stop`). Nobody asked for a
+			// second daemon: stop it.
+			if peer, perr := peerPID(c); perr == nil && peer != pid && exited != nil {
+				syscall.Kill(pid, syscall.SIGTERM)
+			}
 			return c, nil
 		}
 		select {
@@ -99,30 +106,30 @@ func Dial(ctx context.Context, o DialOptions) (net.Conn, error) {
 }
 
 // startDaemon starts `ochatd serve` detached and returns a channel that
-// receives its exit (it is reaped in the background).
-func startDaemon(o DialOptions) (<-chan error, string, error) {
+// receives its exit (it is reaped in the background) and its pid.
+func startDaemon(o DialOptions) (exited <-chan error, pid int, logPath string, err error) {
 	exe := o.Exe
 	if exe == "" {
 		e, err := os.Executable()
 		if err != nil {
-			return nil, "", fmt.Errorf("start daemon: find ochatd: %w", err)
+			return nil, 0, "", fmt.Errorf("start daemon: find ochatd: %w", err)
 		}
 		exe = e
 	}
-	logPath := o.LogPath
+	logPath = o.LogPath
 	if logPath == "" {
 		db, err := history.DefaultPath(o.Workspace)
 		if err != nil {
-			return nil, "", fmt.Errorf("start daemon: %w", err)
+			return nil, 0, "", fmt.Errorf("start daemon: %w", err)
 		}
 		logPath = filepath.Join(filepath.Dir(db), "daemon.log")
 	}
 	if err := os.MkdirAll(filepath.Dir(logPath), 0o700); err != nil {
-		return nil, "", fmt.Errorf("start daemon: %w", err)
+		return nil, 0, "", fmt.Errorf("start daemon: %w", err)
 	}
 	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		return nil, "", fmt.Errorf("start daemon: open log: %w", err)
+		return nil, 0, "", fmt.Errorf("start daemon: open log: %w", err)
 	}
 	defer lf.Close()
 	args := append([]string{"serve", "--workspace", o.Workspace}, o.ServeArgs...)
@@ -131,17 +138,17 @@ func startDaemon(o DialOptions) (<-chan error, string, error) {
 	cmd.Stdout, cmd.Stderr = lf, lf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
-		return nil, logPath, fmt.Errorf("start daemon %s: %w", exe, err)
+		return nil, 0, logPath, fmt.Errorf("start daemon %s: %w", exe, err)
 	}
-	exited := make(chan error, 1)
+	ch := make(chan error, 1)
 	go func() {
 		err := cmd.Wait()
 		if err == nil {
 			err = errors.New("exit status 0")
 		}
-		exited <- err
+		ch <- err
 	}()
-	return exited, logPath, nil
+	return ch, cmd.Process.Pid, logPath, nil
 }
 
 func logTail(path string, n int64) string {

@@ -127,25 +127,43 @@ func Listen(path string) (net.Listener, error) {
 // PeerUID returns the uid of the process at the other end of a unix socket
 // connection (SO_PEERCRED). Non-unix connections report -1 and an error.
 func PeerUID(c net.Conn) (int, error) {
+	cred, err := peerCred(c)
+	if err != nil {
+		return -1, fmt.Errorf("peer uid: %w", err)
+	}
+	return int(cred.Uid), nil
+}
+
+// peerPID returns the pid of the process at the other end of a unix socket
+// connection (SO_PEERCRED: the process that created the listening socket).
+func peerPID(c net.Conn) (int, error) {
+	cred, err := peerCred(c)
+	if err != nil {
+		return -1, fmt.Errorf("peer pid: %w", err)
+	}
+	return int(cred.Pid), nil
+}
+
+func peerCred(c net.Conn) (*unix.Ucred, error) {
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
-		return -1, fmt.Errorf("peer uid: not a unix socket (%T)", c)
+		return nil, fmt.Errorf("not a unix socket (%T)", c)
 	}
 	raw, err := uc.SyscallConn()
 	if err != nil {
-		return -1, fmt.Errorf("peer uid: %w", err)
+		return nil, err
 	}
 	var cred *unix.Ucred
 	var serr error
 	if err := raw.Control(func(fd uintptr) {
 		cred, serr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
 	}); err != nil {
-		return -1, fmt.Errorf("peer uid: %w", err)
+		return nil, err
 	}
 	if serr != nil {
-		return -1, fmt.Errorf("peer uid: SO_PEERCRED: %w", serr)
+		return nil, fmt.Errorf("SO_PEERCRED: %w", serr)
 	}
-	return int(cred.Uid), nil
+	return cred, nil
 }
 
 // AbsWorkspace returns dir as an absolute path with symlinks resolved (an
