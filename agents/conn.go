@@ -553,7 +553,7 @@ func (c *Conn) onUpdate(params json.RawMessage) {
 			modes.CurrentModeId = st.Modes.CurrentModeId
 			st.Modes = &modes
 		}
-		s.state.merge(st)
+		s.state.Merge(st)
 	}
 	replay := s.replay
 	c.mu.Unlock()
@@ -693,7 +693,7 @@ func (c *Conn) NewSession(ctx context.Context) (SessionInfo, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := c.sessionLocked(r.SessionID)
-	s.state.merge(r.state())
+	s.state.Merge(r.state())
 	return SessionInfo{ID: r.SessionID, State: s.state}, nil
 }
 
@@ -741,7 +741,7 @@ func (c *Conn) reopen(ctx context.Context, method, id string, params any) (Sessi
 	}
 	var r sessionResult
 	_ = json.Unmarshal(raw, &r)
-	s.state.merge(r.state())
+	s.state.Merge(r.state())
 	return SessionInfo{ID: id, State: s.state}, nil
 }
 
@@ -921,7 +921,7 @@ func (c *Conn) SetConfigOption(ctx context.Context, sessionID, configID, value s
 			st := r.state()
 			st.Modes, st.Models = nil, nil
 			c.mu.Lock()
-			s.state.merge(st)
+			s.state.Merge(st)
 			c.mu.Unlock()
 			return st, nil
 		}

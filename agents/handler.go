@@ -43,8 +43,9 @@ type State struct {
 	Title         string                    `json:"title,omitempty"`
 }
 
-// merge overlays the non-empty fields of o onto s.
-func (s *State) merge(o State) {
+// Merge overlays the fields set in o (non-nil, non-empty) onto s: how
+// partial state updates accumulate.
+func (s *State) Merge(o State) {
 	if o.Commands != nil {
 		s.Commands = o.Commands
 	}

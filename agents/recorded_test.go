@@ -68,7 +68,7 @@ func replayRecorded(t *testing.T, file string, proc int) replayResult {
 			res.kinds[out.kind]++
 			res.events = append(res.events, out.events...)
 			if out.state != nil {
-				res.state.merge(*out.state)
+				res.state.Merge(*out.state)
 			}
 		case l.Msg.Method == "session/request_permission":
 			var p permissionParams

@@ -74,7 +74,7 @@ func (s *Server) applyConfig(p SetConfigParams, conn AgentConn, sid, value strin
 		res.Applied = true
 		s.mu.Lock()
 		if sl := s.slots[slotKey{p.ConversationID, p.Agent}]; sl != nil && sl.sessionID == sid {
-			mergeState(&sl.state, st)
+			sl.state.Merge(st)
 			res.State = sl.state
 		} else {
 			res.State = st
@@ -130,8 +130,8 @@ func (s *Server) replayConfig(ctx context.Context, conn AgentConn, agent string,
 			s.log.Warn("replaying a config value into a new session", "agent", agent, "session", info.ID, "config", k, "value", cfg[k], "err", err)
 			continue
 		}
-		mergeState(&cur, st)
-		mergeState(&changed, st)
+		cur.Merge(st)
+		changed.Merge(st)
 	}
 	return changed
 }

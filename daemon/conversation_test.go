@@ -659,7 +659,7 @@ func TestAgentStateForwarded(t *testing.T) {
 		if p.ConversationID != res.ConversationID || p.Agent != "a" {
 			t.Errorf("agentState for %s/%s", p.ConversationID, p.Agent)
 		}
-		mergeState(&merged, p.State)
+		merged.Merge(p.State)
 	})
 	check := func(what string, st agents.State) {
 		t.Helper()

@@ -472,7 +472,7 @@ func (s *Server) ensureSession(ctx context.Context, convID, agent string, spec a
 		}
 	}
 	if len(stored.Config) > 0 {
-		mergeState(&info.State, s.replayConfig(ctx, sl.conn, agent, info, stored.Config))
+		info.State.Merge(s.replayConfig(ctx, sl.conn, agent, info, stored.Config))
 	}
 	err = s.store.Update(func(w *history.Writer) error {
 		as, err := w.AgentSession(convID, agent)
@@ -930,31 +930,10 @@ func (h *agentHandler) State(sessionID string, st agents.State) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if sl := s.slots[slotKey{h.conv, h.agent}]; sl != nil {
-		mergeState(&sl.state, st)
+		sl.state.Merge(st)
 	}
 	if t := s.topics[h.conv]; t != nil {
 		s.broadcastLocked(t, NotifyAgentState, AgentStateParams{ConversationID: h.conv, Agent: h.agent, State: st})
-	}
-}
-
-func mergeState(dst *agents.State, st agents.State) {
-	if st.Commands != nil {
-		dst.Commands = st.Commands
-	}
-	if st.Modes != nil {
-		dst.Modes = st.Modes
-	}
-	if st.Models != nil {
-		dst.Models = st.Models
-	}
-	if st.ConfigOptions != nil {
-		dst.ConfigOptions = st.ConfigOptions
-	}
-	if st.Usage != nil {
-		dst.Usage = st.Usage
-	}
-	if st.Title != "" {
-		dst.Title = st.Title
 	}
 }
 
