@@ -177,8 +177,31 @@ func (d *daemonEnv) cli(args ...string) []byte {
 }
 
 // killStrays kills, by pid, any process still running in the test's
-// workspace (an agent the daemon failed to stop) and reports it.
+// workspace (an agent the daemon failed to stop) and reports it. Processes
+// killed with their group take a moment to finish exiting, so it polls for
+// up to 100 rounds of 50 ms (counted, not timed: the sandbox clock jumps)
+// before calling one a stray.
 func (d *daemonEnv) killStrays() {
+	var strays map[int]string
+	for range 100 {
+		strays = d.strays()
+		if len(strays) == 0 {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for pid, cmdline := range strays {
+		d.t.Errorf("process %d (%s) still running in the test's folders after the daemon stopped; killing it", pid, cmdline)
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// strays returns pid → command line of the live processes whose working
+// directory is in the test's folders. A zombie (exited, not yet reaped) and
+// a process that has released its memory (empty cmdline: inside exit) have
+// stopped already.
+func (d *daemonEnv) strays() map[int]string {
+	out := map[int]string{}
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
@@ -189,18 +212,18 @@ func (d *daemonEnv) killStrays() {
 		if err != nil || (cwd != d.ws && !strings.HasPrefix(cwd, d.root+"/")) {
 			continue
 		}
-		// A zombie (exited, not yet reaped by whoever inherited it; an empty
-		// cmdline) has stopped already.
 		if stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); err == nil {
-			if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
+			if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) && (stat[i+2] == 'Z' || stat[i+2] == 'X') {
 				continue
 			}
 		}
-		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		d.t.Errorf("process %d (%s) still running in the test's folders after the daemon stopped; killing it",
-			pid, bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '}))
-		syscall.Kill(pid, syscall.SIGKILL)
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || len(cmdline) == 0 {
+			continue
+		}
+		out[pid] = string(bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '}))
 	}
+	return out
 }
 
 // turn is what a client saw of one prompt turn.

@@ -50,36 +50,8 @@ func newHandoffWorldCodex(t *testing.T, approval string) *handoffWorld {
 	}
 	d := newDaemonEnv(t, []agentSetup{codex, claude}, root, ws)
 	d.start()
-	t.Cleanup(func() {
-		d.stop()
-		waitGone(root, ws)
-	})
+	t.Cleanup(d.stop)
 	return &handoffWorld{s: s, d: d, ws: ws}
-}
-
-// waitGone waits up to 5 s for the processes running in the test's folders
-// (agents' children being killed with their process group) to finish
-// exiting, before killStrays looks for strays.
-func waitGone(root, ws string) {
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		found := false
-		entries, _ := os.ReadDir("/proc")
-		for _, e := range entries {
-			if e.Name()[0] < '0' || e.Name()[0] > '9' {
-				continue
-			}
-			cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd"))
-			if err == nil && (cwd == ws || strings.HasPrefix(cwd, root+"/")) {
-				found = true
-				break
-			}
-		}
-		if !found {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 var agentAPI = map[string]fakemodel.API{"codex": fakemodel.APIResponses, "claude": fakemodel.APIAnthropic}
