@@ -168,15 +168,16 @@ func cleanEnv() []string {
 }
 
 // checkStrays fails the test if a process still runs with its cwd in the
-// world (an agent the daemon left behind), and kills it by pid.
+// world (an agent the daemon left behind), and kills it by pid. It polls
+// for 100 rounds of 50 ms, counted rather than timed (the sandbox clock
+// jumps), while killed processes finish exiting.
 func (w *world) checkStrays() {
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	for round := 0; ; round++ {
 		pids := w.strays()
 		if len(pids) == 0 {
 			return
 		}
-		if time.Now().After(deadline) {
+		if round == 100 {
 			for pid, cmdline := range pids {
 				w.t.Errorf("process %d (%s) still runs in the test's workspace after the daemon stopped; killing it", pid, cmdline)
 				syscall.Kill(pid, syscall.SIGKILL)
@@ -200,10 +201,13 @@ func (w *world) strays() map[int]string {
 		if err != nil || (cwd != w.ws && !strings.HasPrefix(cwd, w.root+"/")) {
 			continue
 		}
-		if st, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); bytes.Contains(st, []byte(") Z ")) {
+		if st, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); bytes.Contains(st, []byte(") Z ")) || bytes.Contains(st, []byte(") X ")) {
 			continue // a zombie waiting for its (dead) parent's reaper
 		}
-		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || len(cmdline) == 0 {
+			continue // released its memory: inside exit
+		}
 		out[pid] = string(bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '}))
 	}
 	return out
