@@ -59,6 +59,11 @@
 //	                       raw; answers the client's raw response line
 //	CAPS                   answers the client capabilities of initialize as JSON
 //	ECHOALL                the whole prompt, every block, one per line
+//	BLOCKS                 one line per prompt block: "text <bytes>",
+//	                       "image <mimeType> <uri> <bytes> <sha256 of the data>",
+//	                       "resource <mimeType> <uri> <bytes> <sha256 of the text>",
+//	                       "blob <mimeType> <uri> <bytes> <sha256>", "link <name> <uri>"
+//	                       or "audio <mimeType> <bytes>" (bytes decoded; "-" for none)
 //	CONFIG                 "mode=<mode> model=<model>": the session's current config
 //	HANG                   one chunk, then never answers, not even to session/cancel
 //	anything else          "echo: <last text block>"
@@ -74,6 +79,9 @@
 //	TESTAGENT_IGNORE_EOF=1   keep running after stdin ends
 //	TESTAGENT_CHILD_PIDFILE  start a child ("sleep 600", sharing stdout) and write its pid
 //	                         there, like an adapter whose child can outlive it
+//	TESTAGENT_PROMPT_CAPS    the promptCapabilities initialize advertises: a comma list
+//	                         of image, audio, embeddedContext, or "none"; unset means
+//	                         embeddedContext only
 package testagent
 
 import (
@@ -81,6 +89,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -108,8 +118,11 @@ type Options struct {
 	IgnoreTerm      bool          // ignore SIGTERM (only SIGKILL ends it)
 	IgnoreEOF       bool          // keep running after stdin ends
 	ChildPIDFile    string        // start a "sleep 600" child and write its pid here
-	Stderr          io.Writer     // nil: io.Discard
-	Exit            func(code int)
+	// PromptCaps is what initialize advertises as promptCapabilities; nil
+	// means embeddedContext only.
+	PromptCaps *acp.PromptCapabilities
+	Stderr     io.Writer // nil: io.Discard
+	Exit       func(code int)
 }
 
 // OptionsFromEnv reads the TESTAGENT_* environment variables.
@@ -123,7 +136,28 @@ func OptionsFromEnv() Options {
 	o.IgnoreTerm = os.Getenv("TESTAGENT_IGNORE_TERM") == "1"
 	o.IgnoreEOF = os.Getenv("TESTAGENT_IGNORE_EOF") == "1"
 	o.ChildPIDFile = os.Getenv("TESTAGENT_CHILD_PIDFILE")
+	if v, ok := os.LookupEnv("TESTAGENT_PROMPT_CAPS"); ok {
+		o.PromptCaps = ParsePromptCaps(v)
+	}
 	return o
+}
+
+// ParsePromptCaps reads a TESTAGENT_PROMPT_CAPS value: a comma list of
+// "image", "audio" and "embeddedContext" (other words, and "none", set
+// nothing).
+func ParsePromptCaps(v string) *acp.PromptCapabilities {
+	pc := &acp.PromptCapabilities{}
+	for _, w := range strings.Split(v, ",") {
+		switch strings.TrimSpace(w) {
+		case "image":
+			pc.Image = true
+		case "audio":
+			pc.Audio = true
+		case "embeddedContext":
+			pc.EmbeddedContext = true
+		}
+	}
+	return pc
 }
 
 // Run serves ACP on in/out until in ends.
@@ -273,11 +307,15 @@ func (a *agent) Initialize(ctx context.Context, p acp.InitializeRequest) (acp.In
 	a.mu.Lock()
 	a.clientCaps = p.ClientCapabilities
 	a.mu.Unlock()
+	promptCaps := acp.PromptCapabilities{EmbeddedContext: true}
+	if a.opt.PromptCaps != nil {
+		promptCaps = *a.opt.PromptCaps
+	}
 	return acp.InitializeResponse{
 		ProtocolVersion: acp.ProtocolVersionNumber,
 		AgentCapabilities: acp.AgentCapabilities{
 			LoadSession:         true,
-			PromptCapabilities:  acp.PromptCapabilities{EmbeddedContext: true},
+			PromptCapabilities:  promptCaps,
 			SessionCapabilities: acp.SessionCapabilities{Resume: &acp.SessionResumeCapabilities{}, Close: &acp.SessionCloseCapabilities{}},
 		},
 		AgentInfo:   &acp.Implementation{Name: "testagent", Version: "1.0.0"},
@@ -569,7 +607,7 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 	word, rest, _ := strings.Cut(strings.TrimSpace(last), " ")
 	rest = strings.TrimSpace(rest)
 	out := &turnOut{a: a, ctx: ctx, sid: s.ID}
-	stop, err := a.scenario(ctx, s, out, word, rest, last, text)
+	stop, err := a.scenario(ctx, s, out, word, rest, last, text, p.Prompt)
 	if err != nil {
 		return acp.PromptResponse{}, err
 	}
@@ -602,7 +640,7 @@ func splitN(s string, n int) []string {
 	return out
 }
 
-func (a *agent) scenario(ctx context.Context, s *session, out *turnOut, word, rest, last, all string) (acp.StopReason, error) {
+func (a *agent) scenario(ctx context.Context, s *session, out *turnOut, word, rest, last, all string, blocks []acp.ContentBlock) (acp.StopReason, error) {
 	switch word {
 	case "PLAIN":
 		if rest == "" {
@@ -729,6 +767,8 @@ func (a *agent) scenario(ctx context.Context, s *session, out *turnOut, word, re
 		out.say(string(b))
 	case "ECHOALL":
 		out.say(all)
+	case "BLOCKS":
+		out.say(blockSummary(blocks))
 	case "CONFIG":
 		a.mu.Lock()
 		cfg := fmt.Sprintf("mode=%s model=%s", s.Config["mode"], s.Config["model"])
@@ -744,6 +784,50 @@ func (a *agent) scenario(ctx context.Context, s *session, out *turnOut, word, re
 		out.say("echo: " + last)
 	}
 	return acp.StopReasonEndTurn, nil
+}
+
+// blockSummary describes every prompt block on its own line (the BLOCKS
+// scenario): type, MIME type, URI, decoded size and sha256 of the content.
+func blockSummary(blocks []acp.ContentBlock) string {
+	digest := func(b []byte) string {
+		sum := sha256.Sum256(b)
+		return hex.EncodeToString(sum[:])
+	}
+	decoded := func(s string) string {
+		b, err := base64.StdEncoding.DecodeString(s)
+		if err != nil {
+			return "- bad-base64"
+		}
+		return strconv.Itoa(len(b)) + " " + digest(b)
+	}
+	opt := func(p *string) string {
+		if p == nil || *p == "" {
+			return "-"
+		}
+		return *p
+	}
+	var lines []string
+	for _, b := range blocks {
+		switch {
+		case b.Text != nil:
+			lines = append(lines, fmt.Sprintf("text %d", len(b.Text.Text)))
+		case b.Image != nil:
+			lines = append(lines, fmt.Sprintf("image %s %s %s", b.Image.MimeType, opt(b.Image.Uri), decoded(b.Image.Data)))
+		case b.Audio != nil:
+			lines = append(lines, fmt.Sprintf("audio %s %s", b.Audio.MimeType, decoded(b.Audio.Data)))
+		case b.ResourceLink != nil:
+			lines = append(lines, fmt.Sprintf("link %s %s", b.ResourceLink.Name, b.ResourceLink.Uri))
+		case b.Resource != nil && b.Resource.Resource.TextResourceContents != nil:
+			r := b.Resource.Resource.TextResourceContents
+			lines = append(lines, fmt.Sprintf("resource %s %s %d %s", opt(r.MimeType), r.Uri, len(r.Text), digest([]byte(r.Text))))
+		case b.Resource != nil && b.Resource.Resource.BlobResourceContents != nil:
+			r := b.Resource.Resource.BlobResourceContents
+			lines = append(lines, fmt.Sprintf("blob %s %s %s", opt(r.MimeType), r.Uri, decoded(r.Blob)))
+		default:
+			lines = append(lines, "unknown")
+		}
+	}
+	return strings.Join(lines, "\n")
 }
 
 func errText(err error) string {

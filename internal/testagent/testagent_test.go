@@ -145,3 +145,61 @@ func TestSplitN(t *testing.T) {
 		}
 	}
 }
+
+func TestPromptCaps(t *testing.T) {
+	tests := []struct {
+		env  *string
+		want acp.PromptCapabilities
+	}{
+		{nil, acp.PromptCapabilities{EmbeddedContext: true}},
+		{ptr("none"), acp.PromptCapabilities{}},
+		{ptr("image"), acp.PromptCapabilities{Image: true}},
+		{ptr("image, embeddedContext,audio"), acp.PromptCapabilities{Image: true, Audio: true, EmbeddedContext: true}},
+	}
+	for _, tt := range tests {
+		var opt Options
+		if tt.env != nil {
+			opt.PromptCaps = ParsePromptCaps(*tt.env)
+		}
+		conn, _ := run(t, opt)
+		resp, err := conn.Initialize(context.Background(), acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := resp.AgentCapabilities.PromptCapabilities; got.Image != tt.want.Image || got.Audio != tt.want.Audio || got.EmbeddedContext != tt.want.EmbeddedContext {
+			t.Errorf("caps %v: got %+v, want %+v", tt.env, got, tt.want)
+		}
+	}
+}
+
+func TestBlocksScenario(t *testing.T) {
+	conn, c := run(t, Options{})
+	s, err := conn.NewSession(context.Background(), acp.NewSessionRequest{Cwd: t.TempDir(), McpServers: []acp.McpServer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := acp.ImageBlock("aGVsbG8=", "image/png") // "hello"
+	img.Image.Uri = ptr("file:///w/a.png")
+	mt := "text/x-go"
+	prompt := []acp.ContentBlock{
+		acp.TextBlock("BLOCKS"),
+		img,
+		acp.ResourceBlock(acp.EmbeddedResourceResource{TextResourceContents: &acp.TextResourceContents{Uri: "file:///w/m.go", Text: "hello", MimeType: &mt}}),
+		acp.ResourceLinkBlock("r.md", "file:///w/r.md"),
+		acp.ImageBlock("!!", "image/png"),
+	}
+	if _, err := conn.Prompt(context.Background(), acp.PromptRequest{SessionId: s.SessionId, Prompt: prompt}); err != nil {
+		t.Fatal(err)
+	}
+	const hello = "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
+	want := strings.Join([]string{
+		"text 6",
+		"image image/png file:///w/a.png 5 " + hello,
+		"resource text/x-go file:///w/m.go 5 " + hello,
+		"link r.md file:///w/r.md",
+		"image image/png - - bad-base64",
+	}, "\n")
+	if got := c.text.String(); got != want {
+		t.Errorf("BLOCKS answered\n%s\nwant\n%s", got, want)
+	}
+}
