@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -85,17 +84,30 @@ type turnRequest struct {
 	agent       string // "" = the conversation's last agent, else the default
 	text        string
 	attachments []transcript.Attachment
+	// blobs (sha256 hex → content) are put in the store before the user
+	// message that refers to them (ochat/chat/send's attachments as read by
+	// ingestAttachments); edit and retry reuse stored blobs and have none.
+	blobs ingested
 	// truncateFrom (edit, retry) is a message id: it and every later message
 	// are dropped, and every agent session of the conversation is reset, in
 	// the transaction that stores the new user message.
 	truncateFrom string
 }
 
-// send handles ochat/chat/send: it stores the user message and a streaming
-// assistant placeholder, subscribes the sender, queues the ids answer and
-// starts the turn.
+// send handles ochat/chat/send: it reads the attachments (refusing any
+// outside the workspace, missing, over their cap or not the kind they claim
+// before anything is stored), stores their content as blobs, the user
+// message and a streaming assistant placeholder, subscribes the sender,
+// queues the ids answer and starts the turn.
 func (s *Server) send(c *client, p SendParams, reply jsonrpc2.Replier) (any, error) {
-	return s.startTurn(c, turnRequest{convID: p.ConversationID, agent: p.Agent, text: p.Text, attachments: p.Attachments}, reply)
+	if err := checkPromptSize(p.Text); err != nil {
+		return nil, err
+	}
+	in, err := s.ingestAttachments(p.Attachments)
+	if err != nil {
+		return nil, err
+	}
+	return s.startTurn(c, turnRequest{convID: p.ConversationID, agent: p.Agent, text: p.Text, attachments: in.attachments, blobs: in}, reply)
 }
 
 // startTurn reserves the conversation's run slot, stores (in one
@@ -184,6 +196,10 @@ func (s *Server) startTurn(c *client, req turnRequest, reply jsonrpc2.Replier) (
 		s.mu.Unlock()
 		r.cancel()
 	}
+	if err := s.putBlobs(req.blobs); err != nil {
+		release()
+		return nil, err
+	}
 	err = s.store.Update(func(w *history.Writer) error {
 		if req.truncateFrom != "" {
 			if err := w.TruncateFrom(conv.ID, req.truncateFrom); err != nil {
@@ -208,6 +224,7 @@ func (s *Server) startTurn(c *client, req turnRequest, reply jsonrpc2.Replier) (
 		}
 		return nil, fmt.Errorf("start turn: %w", err)
 	}
+	s.reputMissingBlobs(req.blobs)
 
 	s.mu.Lock()
 	if req.truncateFrom != "" {
@@ -532,7 +549,8 @@ func (s *Server) dropSlot(conv, agent string, conn AgentConn) {
 // assemblePrompt builds the prompt content blocks of a turn: the turns the
 // agent's session has not seen (all earlier turns for a fresh session, else
 // those after its cursor) rendered as a handoff block, then the user's text,
-// then the attachments as resource links.
+// then one block per attachment (attachmentBlock: image, embedded resource
+// or resource link, as the agent's promptCapabilities allow).
 //
 // Budgets and summaries belong to transcript.RenderHandoff (renderHandoff);
 // this function only chooses which messages go in.
@@ -560,16 +578,18 @@ func (s *Server) assemblePrompt(r *run, fresh bool, cursor string) ([]acp.Conten
 		blocks = append(blocks, acp.TextBlock(h))
 	}
 	blocks = append(blocks, acp.TextBlock(r.userMsg.Content))
+	if len(r.userMsg.Attachments) == 0 {
+		return blocks, nil
+	}
+	var caps acp.PromptCapabilities
+	s.mu.Lock()
+	if r.conn != nil {
+		caps = r.conn.Capabilities().PromptCapabilities
+	}
+	s.mu.Unlock()
+	budget := promptBudget(blocks)
 	for _, a := range r.userMsg.Attachments {
-		path := a.Path
-		if !filepath.IsAbs(path) {
-			path = filepath.Join(s.opts.Workspace, path)
-		}
-		name := a.Name
-		if name == "" {
-			name = filepath.Base(path)
-		}
-		blocks = append(blocks, acp.ResourceLinkBlock(name, "file://"+filepath.ToSlash(path)))
+		blocks = append(blocks, s.attachmentBlock(a, caps, &budget))
 	}
 	return blocks, nil
 }

@@ -137,7 +137,12 @@ type HistoryResult struct {
 
 // SendParams are ochat/chat/send's params. ConversationID empty creates a
 // conversation; Agent empty means the conversation's last agent, else the
-// registry's default.
+// registry's default. Each attachment needs Kind ("file" or "image") and
+// Path (absolute, or relative to the workspace); the daemon reads the file,
+// stores its content as a blob and fills Name, Path (workspace-relative),
+// MimeType, Hash and Size itself (docs/protocol.md "Attachments"; limits
+// MaxImageBytes, MaxFileBytes, MaxAttachmentBytes, MaxAttachments). A Hash
+// or Size the client sends is ignored.
 type SendParams struct {
 	ConversationID string                  `json:"conversationId,omitempty"`
 	Agent          string                  `json:"agent,omitempty"`
