@@ -88,10 +88,11 @@ func (s *Server) ingestAttachments(in []transcript.Attachment) (ingested, error)
 		if a.Kind == "image" {
 			limit = MaxImageBytes
 		}
-		data, rel, err := s.readAttachment(root, realRoot, a.Path, limit)
+		data, _, err := s.readAttachment(root, realRoot, a.Path, limit)
 		if err != nil {
 			return out, attachErr(field, err)
 		}
+		rel := s.workspaceRel(a.Path, realRoot)
 		total += len(data)
 		if total > MaxAttachmentBytes {
 			return out, fieldError("attachments", fmt.Sprintf("are %s together; the limit is %s", mib(int64(total)), mib(MaxAttachmentBytes)))
@@ -117,6 +118,18 @@ func (s *Server) ingestAttachments(in []transcript.Attachment) (ingested, error)
 		out.blobs[a.Hash] = data
 	}
 	return out, nil
+}
+
+// workspaceRel is p (already confined) relative to the workspace as the
+// user wrote it: a symlink inside the workspace keeps its own name.
+func (s *Server) workspaceRel(p, realRoot string) string {
+	abs := s.absPath(p)
+	for _, root := range []string{filepath.Clean(s.opts.Workspace), realRoot} {
+		if rel, err := filepath.Rel(root, abs); err == nil && pathWithin(root, abs) {
+			return rel
+		}
+	}
+	return abs
 }
 
 // attachError is a refused attachment path; its message reads after the

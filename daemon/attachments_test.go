@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"testing"
 
+	acp "github.com/coder/acp-go-sdk"
 	"go.lsp.dev/jsonrpc2"
 
 	"github.com/ochat-dev/ochat/history"
@@ -109,6 +110,9 @@ func TestAttachmentPromptBlocks(t *testing.T) {
 	writeWS(t, e, "data.bin", binary)
 	writeWS(t, e, "big.txt", big)
 	writeWS(t, e, "old.bmp", bmp)
+	if err := os.Symlink("shots/red.png", filepath.Join(e.ws, "latest.png")); err != nil {
+		t.Fatal(err)
+	}
 	uri := func(rel string) string { return "file://" + filepath.Join(e.ws, rel) }
 
 	tests := []struct {
@@ -123,6 +127,8 @@ func TestAttachmentPromptBlocks(t *testing.T) {
 			fmt.Sprintf("image image/png %s %d %s", uri("shots/red.png"), len(red), sha(red))},
 		{"absolute path, wrong mime from the editor", "vision", transcript.Attachment{Kind: "image", Path: filepath.Join(e.ws, "shots/red.png"), MimeType: "image/jpeg"}, red, "image/png",
 			fmt.Sprintf("image image/png %s %d %s", uri("shots/red.png"), len(red), sha(red))},
+		{"symlink inside keeps its name", "vision", transcript.Attachment{Kind: "image", Path: "./latest.png"}, red, "image/png",
+			fmt.Sprintf("image image/png %s %d %s", uri("latest.png"), len(red), sha(red))},
 		{"image to an agent without image", "plain", transcript.Attachment{Kind: "image", Path: "shots/red.png"}, red, "image/png",
 			"link red.png " + uri("shots/red.png")},
 		{"text file embedded", "vision", transcript.Attachment{Kind: "file", Path: "notes.md", MimeType: "text/markdown"}, notes, "text/markdown",
@@ -144,7 +150,7 @@ func TestAttachmentPromptBlocks(t *testing.T) {
 				t.Errorf("agent saw\n%s\nwant\n%s", text, want)
 			}
 			a := msgs[0].Attachments[0]
-			if a.Hash != sha(tt.data) || a.Size != int64(len(tt.data)) || !strings.HasPrefix(a.MimeType, tt.wantMime) || filepath.IsAbs(a.Path) || a.Name == "" {
+			if a.Hash != sha(tt.data) || a.Size != int64(len(tt.data)) || !strings.HasPrefix(a.MimeType, tt.wantMime) || filepath.IsAbs(a.Path) || strings.Contains(a.Path, "./") || a.Name == "" {
 				t.Errorf("stored attachment %+v; want hash %s, size %d, mime %s…, a relative path", a, sha(tt.data), len(tt.data), tt.wantMime)
 			}
 			blob, err := e.store.Blob(a.Hash)
@@ -288,5 +294,55 @@ func TestAttachmentWithoutHash(t *testing.T) {
 	want := fmt.Sprintf("text 6\nresource text/plain %s %d %s\nlink gone.png %s", "file://"+filepath.Join(e.ws, "legacy.txt"), len(notes), sha(notes), "file://"+filepath.Join(e.ws, "gone.png"))
 	if got != want {
 		t.Errorf("agent saw\n%s\nwant\n%s", got, want)
+	}
+}
+
+// An inline block that does not fit what is left of the prompt line is a
+// resource link; one that fits uses up its share.
+func TestAttachmentBlockBudget(t *testing.T) {
+	e := newEnv(t, nil)
+	img := pngBytes(t, 8, 8, color.White)
+	text := []byte("quote \" and newline \n")
+	imgHash, err := e.store.PutBlob(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	textHash, err := e.store.PutBlob(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	imgAtt := transcript.Attachment{Kind: "image", Path: "i.png", MimeType: "image/png", Hash: imgHash, Size: int64(len(img))}
+	textAtt := transcript.Attachment{Kind: "file", Path: "t.txt", MimeType: "text/plain", Hash: textHash, Size: int64(len(text))}
+	imgCost := (len(img) + 2) / 3 * 4
+	enc, _ := json.Marshal(string(text))
+	textCost := len(enc)
+	all := acp.PromptCapabilities{Image: true, EmbeddedContext: true}
+	tests := []struct {
+		name       string
+		att        transcript.Attachment
+		budget     int
+		wantInline bool
+		wantLeft   int
+	}{
+		{"image fits exactly", imgAtt, imgCost, true, 0},
+		{"image one byte short", imgAtt, imgCost - 1, false, imgCost - 1},
+		{"text fits", textAtt, textCost + 5, true, 5},
+		{"text one byte short", textAtt, textCost - 1, false, textCost - 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			budget := tt.budget
+			b := e.srv.attachmentBlock(tt.att, all, &budget)
+			inline := b.Image != nil || b.Resource != nil
+			if inline != tt.wantInline || budget != tt.wantLeft {
+				t.Errorf("inline %v, budget left %d; want %v, %d (block %+v)", inline, budget, tt.wantInline, tt.wantLeft, b)
+			}
+			if !inline && (b.ResourceLink == nil || b.ResourceLink.Size == nil || *b.ResourceLink.Size != int(tt.att.Size)) {
+				t.Errorf("fallback is not a resource link with the size: %+v", b)
+			}
+		})
+	}
+	if got := promptBudget([]acp.ContentBlock{acp.TextBlock("abc"), acp.TextBlock(strings.Repeat("x", MaxPromptBytes))}); got != 0 {
+		t.Errorf("promptBudget of an over-long prompt = %d", got)
 	}
 }
