@@ -65,7 +65,7 @@ func (e *testEnv) start(tweak func(*Options)) {
 		Store:        st,
 		StartAgent:   e.fake.start,
 		LoadRegistry: func() (AgentRegistry, error) { return fakeRegistry{names: []string{"fake", "other", "hang"}}, nil },
-		CancelGrace:  2 * time.Second,
+		CancelGrace:  10 * time.Second, // a loaded machine may take seconds to answer a cancel
 	}
 	if tweak != nil {
 		tweak(&opts)

@@ -348,6 +348,9 @@ func (s *Server) Close(ctx context.Context) error {
 		err = fmt.Errorf("close daemon: turns still running: %w", ctx.Err())
 	}
 	s.stopBase()
+	// The aborted turns' turn.failed events are queued: let the writers put
+	// them on the wire first, so an editor learns how its turn ended.
+	s.drainClients(2 * time.Second)
 	for _, c := range clients {
 		c.close()
 	}
