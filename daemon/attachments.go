@@ -213,18 +213,24 @@ func modeKind(m fs.FileMode) string {
 func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
 // fileMimeType is a file attachment's MIME type: the editor's when it
-// parses, else the one its extension maps to (mime.TypeByExtension), else
-// the sniffed one (net/http.DetectContentType).
+// parses; else the sniffed one (net/http.DetectContentType) when the
+// content is a raster image or the name claims one the content is not;
+// else the one its extension maps to (mime.TypeByExtension); else the
+// sniffed one.
 func fileMimeType(given, path, sniffed string) string {
 	if given != "" {
 		if _, _, err := mime.ParseMediaType(given); err == nil {
 			return given
 		}
 	}
-	if t := mime.TypeByExtension(filepath.Ext(path)); t != "" {
-		return t
+	if strings.HasPrefix(sniffed, "image/") {
+		return sniffed
 	}
-	return sniffed
+	ext := mime.TypeByExtension(filepath.Ext(path))
+	if ext == "" || (strings.HasPrefix(ext, "image/") && ext != "image/svg+xml") {
+		return sniffed
+	}
+	return ext
 }
 
 // putBlobs stores the blobs of in (history.Store.PutBlob) and checks each
@@ -272,9 +278,11 @@ func promptBudget(blocks []acp.ContentBlock) int {
 // attachmentBlock is the prompt content block of one attachment (ACP
 // "Content" and "Prompt Turn", promptCapabilities of initialize):
 //
-//   - an image of a type the model APIs accept inline (imageTypes) becomes
-//     an image block (base64 data, mimeType, uri) when the agent advertises
-//     promptCapabilities.image;
+//   - an image of a type the model APIs accept inline (imageTypes, sniffed
+//     from the content) becomes an image block (base64 data, mimeType, uri)
+//     when the agent advertises promptCapabilities.image; so does a file
+//     attachment whose MIME type is such an image type and that is at most
+//     MaxImageBytes;
 //   - a file of valid UTF-8 text of at most MaxEmbedBytes becomes an
 //     embedded text resource (uri, text, mimeType) when the agent
 //     advertises promptCapabilities.embeddedContext;
@@ -300,7 +308,8 @@ func (s *Server) attachmentBlock(a transcript.Attachment, caps acp.PromptCapabil
 		size := int(a.Size)
 		link.ResourceLink.Size = &size
 	}
-	isImage := a.Kind == "image"
+	// A file that is an image (an @mention of a screenshot) goes as one too.
+	isImage := a.Kind == "image" || (caps.Image && imageTypes[a.MimeType] && a.Size <= MaxImageBytes)
 	if (isImage && !caps.Image) || (!isImage && !caps.EmbeddedContext) || (!isImage && a.Size > MaxEmbedBytes) {
 		return link
 	}
@@ -309,20 +318,22 @@ func (s *Server) attachmentBlock(a transcript.Attachment, caps acp.PromptCapabil
 		s.log.Info("attachment sent as a link", "path", a.Path, "err", err)
 		return link
 	}
-	mimeType := a.MimeType
 	if isImage {
-		if mimeType == "" {
-			mimeType = http.DetectContentType(data)
-		}
+		// The content decides: a stored image was sniffed already, a file
+		// only named like one was not.
+		sniffed := http.DetectContentType(data)
 		n := base64.StdEncoding.EncodedLen(len(data))
-		if !imageTypes[mimeType] || n > *budget {
+		if imageTypes[sniffed] && len(data) <= MaxImageBytes && n <= *budget {
+			*budget -= n
+			blk := acp.ImageBlock(base64.StdEncoding.EncodeToString(data), sniffed)
+			blk.Image.Uri = &uri
+			return blk
+		}
+		if a.Kind == "image" || !caps.EmbeddedContext {
 			return link
 		}
-		*budget -= n
-		blk := acp.ImageBlock(base64.StdEncoding.EncodeToString(data), mimeType)
-		blk.Image.Uri = &uri
-		return blk
 	}
+	mimeType := a.MimeType
 	if len(data) > MaxEmbedBytes || !utf8.Valid(data) {
 		return link
 	}

@@ -110,6 +110,8 @@ func TestAttachmentPromptBlocks(t *testing.T) {
 	writeWS(t, e, "data.bin", binary)
 	writeWS(t, e, "big.txt", big)
 	writeWS(t, e, "old.bmp", bmp)
+	fakePNG := []byte("just text in a .png\n")
+	writeWS(t, e, "fake.png", fakePNG)
 	if err := os.Symlink("shots/red.png", filepath.Join(e.ws, "latest.png")); err != nil {
 		t.Fatal(err)
 	}
@@ -131,6 +133,12 @@ func TestAttachmentPromptBlocks(t *testing.T) {
 			fmt.Sprintf("image image/png %s %d %s", uri("latest.png"), len(red), sha(red))},
 		{"image to an agent without image", "plain", transcript.Attachment{Kind: "image", Path: "shots/red.png"}, red, "image/png",
 			"link red.png " + uri("shots/red.png")},
+		{"file that is a PNG to a vision agent", "vision", transcript.Attachment{Kind: "file", Path: "shots/red.png"}, red, "image/png",
+			fmt.Sprintf("image image/png %s %d %s", uri("shots/red.png"), len(red), sha(red))},
+		{"file that is a PNG to an agent without image", "plain", transcript.Attachment{Kind: "file", Path: "shots/red.png"}, red, "image/png",
+			"link red.png " + uri("shots/red.png")},
+		{"file named .png that is text is embedded", "vision", transcript.Attachment{Kind: "file", Path: "fake.png"}, fakePNG, "text/plain; charset=utf-8",
+			fmt.Sprintf("resource text/plain; charset=utf-8 %s %d %s", uri("fake.png"), len(fakePNG), sha(fakePNG))},
 		{"text file embedded", "vision", transcript.Attachment{Kind: "file", Path: "notes.md", MimeType: "text/markdown"}, notes, "text/markdown",
 			fmt.Sprintf("resource text/markdown %s %d %s", uri("notes.md"), len(notes), sha(notes))},
 		{"text file to an agent without embeddedContext", "plain", transcript.Attachment{Kind: "file", Path: "notes.md", Name: "My notes"}, notes, "",
@@ -344,5 +352,24 @@ func TestAttachmentBlockBudget(t *testing.T) {
 	}
 	if got := promptBudget([]acp.ContentBlock{acp.TextBlock("abc"), acp.TextBlock(strings.Repeat("x", MaxPromptBytes))}); got != 0 {
 		t.Errorf("promptBudget of an over-long prompt = %d", got)
+	}
+}
+
+func TestFileMimeType(t *testing.T) {
+	tests := []struct {
+		given, path, sniffed, want string
+	}{
+		{"text/x-go", "main.go", "text/plain; charset=utf-8", "text/x-go"},
+		{"not a mime type", "x.json", "text/plain; charset=utf-8", "application/json"},
+		{"", "shot.jpg", "image/png", "image/png"},                                  // the content wins over the name
+		{"", "notes.png", "text/plain; charset=utf-8", "text/plain; charset=utf-8"}, // a name that lies
+		{"", "logo.svg", "text/xml; charset=utf-8", "image/svg+xml"},
+		{"", "page.html", "text/html; charset=utf-8", "text/html; charset=utf-8"},
+		{"", "data.unknownext", "application/octet-stream", "application/octet-stream"},
+	}
+	for _, tt := range tests {
+		if got := fileMimeType(tt.given, tt.path, tt.sniffed); got != tt.want {
+			t.Errorf("fileMimeType(%q, %q, %q) = %q, want %q", tt.given, tt.path, tt.sniffed, got, tt.want)
+		}
 	}
 }
