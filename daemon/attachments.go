@@ -59,9 +59,8 @@ type ingested struct {
 // the workspace (symlinks resolved, as for fs/*), an image at most
 // MaxImageBytes whose content sniffs as an image/* type, a file at most
 // MaxFileBytes, and MaxAttachmentBytes together. It fills Name (when
-// empty), Path (workspace-relative, slash-separated), MimeType (sniffed for
-// images; for files the editor's if valid, else by extension, else
-// sniffed), Hash and Size. Any refusal is a -32602 error naming
+// empty), Path (workspace-relative as written, slash-separated), MimeType
+// (sniffed for images, fileMimeType for files), Hash and Size. Any refusal is a -32602 error naming
 // attachments[i] and nothing is read further; ingestAttachments itself
 // stores nothing.
 func (s *Server) ingestAttachments(in []transcript.Attachment) (ingested, error) {
@@ -88,7 +87,7 @@ func (s *Server) ingestAttachments(in []transcript.Attachment) (ingested, error)
 		if a.Kind == "image" {
 			limit = MaxImageBytes
 		}
-		data, _, err := s.readAttachment(root, realRoot, a.Path, limit)
+		data, err := s.readAttachment(root, realRoot, a.Path, limit)
 		if err != nil {
 			return out, attachErr(field, err)
 		}
@@ -152,46 +151,45 @@ func attachErr(field string, err error) error {
 // readAttachment confines p to the workspace (Server.confine) and reads it
 // through root (an os.Root at realRoot, so a directory swapped for a symlink
 // meanwhile is not followed out), refusing anything but a regular file of at
-// most limit bytes. It returns the content and the path relative to the
-// workspace.
-func (s *Server) readAttachment(root *os.Root, realRoot, p string, limit int) (data []byte, rel string, err error) {
+// most limit bytes. Refusals are *attachError.
+func (s *Server) readAttachment(root *os.Root, realRoot, p string, limit int) ([]byte, error) {
 	resolved, err := s.confine(p)
 	if err != nil {
-		return nil, "", &attachError{err.Error()}
+		return nil, &attachError{err.Error()}
 	}
-	rel, err = filepath.Rel(realRoot, resolved)
+	rel, err := filepath.Rel(realRoot, resolved)
 	if err != nil || !pathWithin(realRoot, resolved) {
-		return nil, "", &attachError{fmt.Sprintf("%s is outside the workspace %s", p, s.opts.Workspace)}
+		return nil, &attachError{fmt.Sprintf("%s is outside the workspace %s", p, s.opts.Workspace)}
 	}
 	// O_NONBLOCK: opening a FIFO must not wait for a writer.
 	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return nil, "", &attachError{fmt.Sprintf("%s: no such file in the workspace %s", p, s.opts.Workspace)}
+		return nil, &attachError{fmt.Sprintf("%s: no such file in the workspace %s", p, s.opts.Workspace)}
 	case err != nil && strings.Contains(err.Error(), "path escapes from parent"):
-		return nil, "", &attachError{fmt.Sprintf("%s leads outside the workspace %s", p, s.opts.Workspace)}
+		return nil, &attachError{fmt.Sprintf("%s leads outside the workspace %s", p, s.opts.Workspace)}
 	case err != nil:
-		return nil, "", &attachError{fmt.Sprintf("%s cannot be read: %v", p, err)}
+		return nil, &attachError{fmt.Sprintf("%s cannot be read: %v", p, err)}
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, "", &attachError{fmt.Sprintf("%s cannot be read: %v", p, err)}
+		return nil, &attachError{fmt.Sprintf("%s cannot be read: %v", p, err)}
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, "", &attachError{fmt.Sprintf("%s is %s, not a regular file", p, modeKind(fi.Mode()))}
+		return nil, &attachError{fmt.Sprintf("%s is %s, not a regular file", p, modeKind(fi.Mode()))}
 	}
 	if fi.Size() > int64(limit) {
-		return nil, "", &attachError{fmt.Sprintf("%s is %s; the limit is %s", p, mib(fi.Size()), mib(int64(limit)))}
+		return nil, &attachError{fmt.Sprintf("%s is %s; the limit is %s", p, mib(fi.Size()), mib(int64(limit)))}
 	}
-	data, err = io.ReadAll(io.LimitReader(f, int64(limit)+1))
+	data, err := io.ReadAll(io.LimitReader(f, int64(limit)+1))
 	if err != nil {
-		return nil, "", &attachError{fmt.Sprintf("%s cannot be read: %v", p, err)}
+		return nil, &attachError{fmt.Sprintf("%s cannot be read: %v", p, err)}
 	}
 	if len(data) > limit { // grew since Stat
-		return nil, "", &attachError{fmt.Sprintf("%s is over %s; the limit is %s", p, mib(int64(limit)), mib(int64(limit)))}
+		return nil, &attachError{fmt.Sprintf("%s is over %s; the limit is %s", p, mib(int64(limit)), mib(int64(limit)))}
 	}
-	return data, rel, nil
+	return data, nil
 }
 
 // modeKind names a non-regular file mode for error messages.
@@ -371,6 +369,5 @@ func (s *Server) attachmentData(a transcript.Attachment) ([]byte, error) {
 	if a.Kind == "image" {
 		limit = MaxImageBytes
 	}
-	data, _, err := s.readAttachment(root, realRoot, a.Path, limit)
-	return data, err
+	return s.readAttachment(root, realRoot, a.Path, limit)
 }
