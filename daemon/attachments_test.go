@@ -47,8 +47,7 @@ func newAttachEnv(t *testing.T) *testEnv {
 }
 
 // pngBytes is a real w×h PNG.
-func pngBytes(t *testing.T, w, h int, c color.Color) []byte {
-	t.Helper()
+func pngBytes(_ testing.TB, w, h int, c color.Color) []byte {
 	img := image.NewRGBA(image.Rect(0, 0, w, h))
 	for x := range w {
 		for y := range h {
@@ -57,7 +56,7 @@ func pngBytes(t *testing.T, w, h int, c color.Color) []byte {
 	}
 	var buf bytes.Buffer
 	if err := png.Encode(&buf, img); err != nil {
-		t.Fatal(err)
+		panic(err) // an in-memory RGBA always encodes
 	}
 	return buf.Bytes()
 }
@@ -370,6 +369,26 @@ func TestFileMimeType(t *testing.T) {
 	for _, tt := range tests {
 		if got := fileMimeType(tt.given, tt.path, tt.sniffed); got != tt.want {
 			t.Errorf("fileMimeType(%q, %q, %q) = %q, want %q", tt.given, tt.path, tt.sniffed, got, tt.want)
+		}
+	}
+}
+
+// BenchmarkAttachmentBlock is the prompt-time cost of one image attachment
+// of 1 MiB: the blob read from the store, the sniff and the base64.
+func BenchmarkAttachmentBlock(b *testing.B) {
+	e := newEnv(b, nil)
+	data := append(pngBytes(nil, 1, 1, color.White), bytes.Repeat([]byte{0x5a}, 1<<20)...)
+	h, err := e.store.PutBlob(data)
+	if err != nil {
+		b.Fatal(err)
+	}
+	a := transcript.Attachment{Kind: "image", Path: "big.png", MimeType: "image/png", Hash: h, Size: int64(len(data))}
+	caps := acp.PromptCapabilities{Image: true}
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		budget := MaxPromptBytes
+		if blk := e.srv.attachmentBlock(a, caps, &budget); blk.Image == nil {
+			b.Fatal("not an image block")
 		}
 	}
 }
