@@ -30,7 +30,7 @@ tap() { # name command... : counts the node test runner's "# pass / # fail / # s
   if [[ $rc != 0 && $f == 0 ]]; then f=1; fi
   passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
   echo "$1: $p passed, $f failed, $s skipped"
-  if [[ $f != 0 ]]; then grep -E '^not ok|error:|Error' "$log" | head -30; fi
+  if [[ $f != 0 ]]; then grep -E -A16 '^not ok' "$log" | head -60; fi
   grep -E '^# (\\# )?figure ' "$log" | sed -E 's/^# (\\# )?/  /'
 }
 step go-build bash -c "cd '$repo' && go build -o '$bin/' ./cmd/ochatd ./internal/testagent/cmd/testagent"

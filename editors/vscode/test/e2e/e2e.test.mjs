@@ -315,14 +315,20 @@ e2e('review this turn: the diff opens, Revert This File undoes the change throug
   await page.screenshot({ path: join(artifacts, 'e2e-review.png') });
   await toast.locator('.monaco-button', { hasText: 'Revert This File' }).click();
   await waitFor(() => !existsSync(join(ws, 'other.txt')), 'other.txt removed by the revert');
-  // The daemon computed the revert (ochat/fileChange/revert → workspace/applyEdit) and recorded it.
+  // The daemon computed the revert (ochat/fileChange/revert → workspace/applyEdit) and records it once
+  // the editor answers the applyEdit, which can be just after the file is gone: poll for it.
   const { c, close } = await secondClient();
   try {
-    const { conversations } = await c.sendRequest('ochat/conversations/list', {});
-    const conv = conversations.find((x) => x.title.startsWith('PLAIN hello from code-server'));
-    const { messages } = await c.sendRequest('ochat/conversations/get', { conversationId: conv.id });
-    const fc = messages.flatMap((m) => m.segments ?? []).find((x) => x.type === 'fileChange' && x.path.endsWith('other.txt'));
-    assert.equal(fc?.status, 'reverted');
+    let status;
+    await waitFor(async () => {
+      const { conversations } = await c.sendRequest('ochat/conversations/list', {});
+      const conv = conversations.find((x) => x.title.startsWith('PLAIN hello from code-server'));
+      const { messages } = await c.sendRequest('ochat/conversations/get', { conversationId: conv.id });
+      const fc = messages.flatMap((m) => m.segments ?? []).find((x) => x.type === 'fileChange' && x.path.endsWith('other.txt'));
+      status = fc?.status;
+      return status === 'reverted';
+    }, 'the revert recorded by the daemon', 30000).catch(() => {});
+    assert.equal(status, 'reverted');
   } finally {
     close();
   }
