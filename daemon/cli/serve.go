@@ -68,6 +68,13 @@ func serve(ctx context.Context, env *Env, ws string, o daemon.Options, log *slog
 	} else if n > 0 {
 		log.Info("marked turns interrupted by an earlier daemon", "count", n)
 	}
+	// Before serving no prompt is being assembled, so an unreferenced blob
+	// is one an earlier daemon stored for a send that never landed.
+	if n, err := st.PruneBlobs(); err != nil {
+		log.Warn("prune unreferenced attachment blobs", "err", err)
+	} else if n > 0 {
+		log.Info("pruned attachment blobs no message refers to", "count", n)
+	}
 	sock, err := daemon.SocketPath(ws)
 	if err != nil {
 		return err
