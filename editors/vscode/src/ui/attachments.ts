@@ -1,9 +1,10 @@
 /**
- * Pasted images as files the agent can read. The daemon sends attachments to
- * the agent as ACP resource links to their path (daemon/runs.go
- * assemblePrompt) and the agent reads them through ACP fs/read_text_file,
- * which the daemon confines to the workspace (agents/fs.go): an image kept in
- * the extension's storage would be refused ("… is outside the workspace").
+ * Pasted images as workspace files. ochat/chat/send takes attachments by
+ * path and the daemon reads them only inside the workspace (an image kept in
+ * the extension's storage would be refused: "… is outside the workspace");
+ * it then keeps its own content-addressed copy in its store and sends the
+ * image to the agent as an ACP image block when the agent accepts images
+ * (daemon/attachments.go, docs/protocol.md "Attachments").
  * So images go to <workspace>/.ochat/attachments/, content-addressed, and a
  * .ochat/.gitignore keeps them out of git. Node fs only (no vscode), so the
  * unit tests use it as is.
