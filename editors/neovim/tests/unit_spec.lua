@@ -1303,13 +1303,20 @@ describe('prompt checks', function()
     local chat, conn, root = H.fake_chat()
     H.write(root .. '/main.go', 'package main\n')
     vim.fn.mkdir(root .. '/pkg', 'p')
+    local outside = vim.fn.tempname() .. '.txt'
+    H.write(outside, 'secret\n')
     start_turn(chat, conn)
     local notes = #H.notes
-    chat:send('compare @main.go with @nonexist.go, @pkg/ and mail me@example.com', nil)
+    local text = 'compare @main.go with @nonexist.go, @pkg/, @' .. outside .. ' and mail me@example.com'
+    chat:send(text, nil)
     local sent = H.requests(conn, 'ochat/chat/send')[2]
-    eq('compare @main.go with @nonexist.go, @pkg/ and mail me@example.com', sent.text)
+    eq(text, sent.text)
     eq({ { kind = 'file', path = 'main.go' } }, sent.attachments)
-    eq({ 'ochat: @nonexist.go: no such file in the workspace', 'ochat: @pkg/: a folder; only files are attached' }, vim.list_slice(H.notes, notes + 1))
+    eq({
+      'ochat: @nonexist.go: no such file in the workspace',
+      'ochat: @pkg/: a folder; only files are attached',
+      'ochat: @' .. outside .. ': outside the workspace; not attached',
+    }, vim.list_slice(H.notes, notes + 1))
   end)
 end)
 

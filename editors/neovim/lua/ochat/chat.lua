@@ -1068,7 +1068,8 @@ end
 
 --- Extracts `@path` attachments from a prompt: an `@` at the start of a word (not in `me@example.com`), the path
 --- relative to the workspace root or absolute, trailing punctuation dropped. Returns the attachments of existing
---- files ({kind='file', path=relative}) and the problems as "@word: why" (no such file, a folder), in order.
+--- files ({kind='file', path=relative}) and the problems as "@word: why" (no such file, a folder, outside the
+--- workspace), in order.
 function Chat:attachments(text)
   local out, problems, seen = {}, {}, {}
   for path in (' ' .. text):gmatch('[%s%(%[{"\'`]@([^%s@]+)') do
@@ -1076,8 +1077,12 @@ function Chat:attachments(text)
     if p ~= '' and not seen[p] then
       seen[p] = true
       local abs = p:sub(1, 1) == '/' and p or (self.root .. '/' .. p)
-      if vim.fn.filereadable(abs) == 1 then
-        table.insert(out, { kind = 'file', path = util.relpath(abs, self.root) })
+      local rel = util.relpath(vim.fn.resolve(util.normpath(abs)), vim.fn.resolve(self.root))
+      if vim.fn.filereadable(abs) == 1 and (rel:sub(1, 1) == '/' or rel == '..' or rel:sub(1, 3) == '../') then
+        -- The daemon reads attachments only inside the workspace and refuses the whole send otherwise.
+        table.insert(problems, '@' .. p .. ': outside the workspace; not attached')
+      elseif vim.fn.filereadable(abs) == 1 then
+        table.insert(out, { kind = 'file', path = rel })
       elseif vim.fn.isdirectory(abs) == 1 then
         table.insert(problems, '@' .. p .. ': a folder; only files are attached')
       else
