@@ -723,3 +723,4 @@ renderChrome();
 post({ type: 'ready', conversationId: saved.conversationId });
 // keep the renderer reachable for tests that measure it
 (window as unknown as { __ochatRenderMarkdown?: typeof renderMarkdown }).__ochatRenderMarkdown = renderMarkdown;
+(window as unknown as { __ochatBlockRenderer?: typeof BlockRenderer }).__ochatBlockRenderer = BlockRenderer;
