@@ -50,8 +50,12 @@ export function escapeHtml(s: string): string {
 
 const purifyConfig = { USE_PROFILES: { html: true }, FORBID_TAGS: ['style', 'form', 'input'], FORBID_ATTR: ['style'] };
 
+/** A DOMPurify instance of its own, configured once: a sanitize call then skips parsing the configuration. */
+const fragmentPurify = DOMPurify(window);
+fragmentPurify.setConfig({ ...purifyConfig, RETURN_DOM_FRAGMENT: true });
+
 function sanitizeFragment(html: string): DocumentFragment {
-  return DOMPurify.sanitize(html, { ...purifyConfig, RETURN_DOM_FRAGMENT: true }) as DocumentFragment;
+  return fragmentPurify.sanitize(html) as unknown as DocumentFragment;
 }
 
 /** renderMarkdown renders one Markdown text to sanitised HTML in one go. */
@@ -76,9 +80,12 @@ function blockHtml(b: Block, env: Record<string, unknown>, plain: boolean): stri
 /** A fenced code block longer than this (characters) is highlighted over several frames when a deadline is set. */
 const jobMinChars = 2000;
 /** Lines of code highlighted, sanitised and inserted per step of a HighlightJob. */
-const jobLines = 40;
+const jobLines = 24;
 
 interface Highlighted { value: string; _top?: { parent?: unknown } }
+
+/** Languages whose grammar highlight.js has compiled already. */
+const compiled = new Set<string>();
 
 /**
  * HighlightJob highlights the code of one fenced block piece by piece while
@@ -117,6 +124,16 @@ class HighlightJob {
    */
   step(deadline: number): 'done' | 'wait' | 'more' {
     let out: 'wait' | 'more' = 'wait';
+    if (!compiled.has(this.language)) {
+      // The first use of a language compiles its grammar: a step of its own.
+      compiled.add(this.language);
+      try {
+        this.highlight('');
+      } catch {
+        // reported by the next highlight call
+      }
+      if (performance.now() > deadline) return 'more';
+    }
     while (!this.dead) {
       const text = this.content;
       const end = this.closed ? text.length : text.lastIndexOf('\n') + 1;
@@ -424,6 +441,20 @@ export class BlockRenderer {
     this.refs = {};
     this.refKeys.clear();
   }
+}
+
+/**
+ * warmUp renders a small streamed sample off-screen (a list, a table, a
+ * highlighted fence), so the first real answer does not pay for the first
+ * (unoptimised) runs of the parser, highlighter and sanitiser in its first
+ * frames. A few ms; the webview calls it when idle after opening.
+ */
+export function warmUp(): void {
+  const r = new BlockRenderer(document.createElement('div'));
+  // JSON: a small grammar, enough to run highlight.js's own code once.
+  const sample = '# Title\n\nSome **bold** text with `code` and a [link](https://example.com).\n\n- one\n- two\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n```json\n{"a": [1, true, null, "s"]}\n```\n';
+  for (let i = 1; i <= sample.length; i += 23) r.update(sample.slice(0, i), true, Infinity);
+  r.update(sample, false, Infinity);
 }
 
 function isFence(b: Block): boolean {

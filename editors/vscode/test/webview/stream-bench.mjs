@@ -2,7 +2,9 @@
 // headless Chromium, each in a fresh page, and prints one line per run and
 // the ranges. PROFILE=1 also records a CPU profile of the last run and prints
 // the functions with the most self time (build with NODE_ENV=development for
-// readable names). Usage: node test/webview/stream-bench.mjs
+// readable names). IDLE_MS (default 500) is how long the panel is idle
+// between getting the conversation and the first streamed event; 0 streams
+// into a cold panel. Usage: node test/webview/stream-bench.mjs
 import { launch, open } from './harness.mjs';
 import { runStream } from './stream.mjs';
 
@@ -19,7 +21,7 @@ for (let i = 0; i < runs; i++) {
     await cdp.send('Profiler.setSamplingInterval', { interval: 200 });
     await cdp.send('Profiler.start');
   }
-  const r = await runStream(page);
+  const r = await runStream(page, { idleMs: Number(process.env.IDLE_MS ?? 500) });
   all.push(r);
   console.log(`run ${i + 1}: done ${r.done.toFixed(0)} ms, ${r.frames} render frames (${r.rafFrames} rAF), longest frame ${r.maxFrame.toFixed(1)} ms, p95 ${r.p95Frame.toFixed(1)} ms, worst lag ${r.maxLag.toFixed(0)} ms, final ${r.final.toFixed(0)} ms${errors.length ? ', errors: ' + errors.join('; ') : ''}`);
   if (process.env.VERBOSE === '1') for (const f of r.longFrames) console.log('  long frame', JSON.stringify(f));

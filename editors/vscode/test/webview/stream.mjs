@@ -27,15 +27,18 @@ export function streamLine(j) {
 }
 
 /**
- * runStream streams the answer into an opened page and returns the figures:
+ * runStream gives an opened page the conversation, waits idleMs (the panel is
+ * idle a moment before an answer streams while the user types; it warms its
+ * renderer then), streams the answer and returns the figures:
  * events, posted (ms to post them all), done (ms until line 5000 is on
  * screen), final (ms for the turn end's render), frames (render frames the
  * webview counted), maxFrame / p95Frame (ms between animation frames while
  * streaming), maxLag (ms), longFrames (long-animation-frame entries, when
  * Chromium reports them: duration, script and style/layout ms).
  */
-export async function runStream(page, N = 5000) {
+export async function runStream(page, { N = 5000, idleMs = 500 } = {}) {
   await host(page, streamInit());
+  if (idleMs) await page.waitForTimeout(idleMs);
   return page.evaluate(async ({ N, lineSrc }) => {
     const line = new Function('j', lineSrc);
     let seq = 0;
