@@ -98,7 +98,13 @@ function renderAll(): void {
   for (const m of model.messages) renderMessage(m);
   renderPermissions();
   renderChrome();
+  // Lay every block out for one frame (style.css, .measure) so off-screen blocks keep their real size.
+  transcript.classList.add('measure');
   scrollToEnd(true);
+  requestAnimationFrame(() => requestAnimationFrame(() => {
+    transcript.classList.remove('measure');
+    scrollToEnd();
+  }));
 }
 
 /** Messages whose Markdown did not fit in the last frame's budget. */
