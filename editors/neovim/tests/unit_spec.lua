@@ -1299,6 +1299,14 @@ describe('turn status and rejected changes', function()
 end)
 
 describe('prompt checks', function()
+  it('does not send a blank prompt, and says so', function()
+    local chat, conn = H.fake_chat()
+    local notes = #H.notes
+    chat:send('  \n\t ', nil)
+    eq(0, #H.requests(conn, 'ochat/chat/send'))
+    eq({ 'ochat: nothing to send: the prompt is empty' }, vim.list_slice(H.notes, notes + 1))
+  end)
+
   it('warns about @words that name no workspace file and sends the text as typed', function()
     local chat, conn, root = H.fake_chat()
     H.write(root .. '/main.go', 'package main\n')

@@ -1106,6 +1106,11 @@ end
 --- Sends a prompt. `opts.context`: text placed before the prompt (e.g. a visual selection block);
 --- `opts.attachments`: extra attachments. `cb(err, result)` receives the ochat/chat/send result.
 function Chat:send(text, opts, cb)
+  if vim.trim(text or '') == '' and not (opts and opts.context) and not self.pending_context then
+    -- Nothing to say: the daemon would refuse it, and a "not sent" turn in the transcript helps no one.
+    util.notify('nothing to send: the prompt is empty', vim.log.levels.WARN)
+    return cb and cb('empty prompt')
+  end
   if self.native and not self.conversation_id then
     -- Continue a followed terminal session: make it a conversation first (the daemon continues it with the same
     -- agent through session/load, or hands it to the chosen one).
