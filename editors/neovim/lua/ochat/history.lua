@@ -90,8 +90,8 @@ function M.entries(convs, sessions)
   return out
 end
 
---- Fetches the entries; `cb(entries)`. Uses ochat/sessions/list, and ochat/conversations/list only when the daemon
---- has no session index (-32601).
+--- Fetches the entries; `cb(entries)`, or `cb(nil, err)` when the daemon could not be asked (the error is already
+--- shown). Uses ochat/sessions/list, and ochat/conversations/list only when the daemon has no session index (-32601).
 function M.fetch(chat, cb)
   chat.conn:request('ochat/sessions/list', vim.empty_dict(), function(err, res)
     if not err then
@@ -103,8 +103,9 @@ function M.fetch(chat, cb)
     chat.conn:request('ochat/conversations/list', vim.empty_dict(), function(err2, res2)
       if err2 then
         util.notify('history: ' .. util.err_text(err2), vim.log.levels.ERROR)
+        return cb(nil, err2)
       end
-      cb(M.entries(res2 and util.nn(res2.conversations) or {}, nil))
+      cb(M.entries(util.nn(res2.conversations) or {}, nil))
     end)
   end)
 end
@@ -136,7 +137,10 @@ end
 --- :OChatHistory
 function M.pick(chat, cb)
   local t0 = util.now_ms()
-  M.fetch(chat, function(list)
+  M.fetch(chat, function(list, err)
+    if not list then
+      return cb and cb(err) -- already reported; "no conversations" would be untrue
+    end
     if #list == 0 then
       util.notify('no conversations or sessions in ' .. chat.root)
       return cb and cb(nil)
