@@ -25,6 +25,16 @@ export interface Block {
   closedFence: boolean;
   /** The block is only reference definitions: it renders to nothing. */
   refOnly: boolean;
+  /** For a list: its items, as indexes into tokens (open and close) and source offsets of their lines. */
+  items?: ListItem[];
+}
+
+/** One item of a top-level list block. */
+export interface ListItem {
+  from: number;
+  to: number;
+  start: number;
+  end: number;
 }
 
 /**
@@ -71,12 +81,24 @@ export function parseBlocks(md: Markdown, src: string, env: Record<string, unkno
       closedFence = !!m && m[1][0] === open.markup[0] && m[1].length >= open.markup.length;
     }
     const refOnly = group.every((t) => t.type === 'reference_definition');
+    let items: ListItem[] | undefined;
+    if (open.type === 'bullet_list_open' || open.type === 'ordered_list_open') {
+      items = [];
+      for (let a = 1; a < group.length; a++) {
+        if (group[a].type !== 'list_item_open' || group[a].level !== 1) continue;
+        let z = a + 1;
+        while (z < group.length && !(group[z].type === 'list_item_close' && group[z].level === 1)) z++;
+        const m = group[a].map ?? map;
+        items.push({ from: a, to: z, start: at(m[0]), end: at(m[1]) });
+        a = z;
+      }
+    }
     const prev = out.at(-1);
     if (refOnly && prev?.refOnly) {
       prev.tokens.push(...group);
       prev.end = at(map[1]);
     } else {
-      out.push({ start: at(map[0]), end: at(map[1]), tokens: group, closedFence, refOnly });
+      out.push({ start: at(map[0]), end: at(map[1]), tokens: group, closedFence, refOnly, items });
     }
     i = j;
   }

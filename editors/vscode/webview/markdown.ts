@@ -13,7 +13,7 @@
 import MarkdownIt from 'markdown-it';
 import hljs from 'highlight.js/lib/common';
 import DOMPurify from 'dompurify';
-import { markdownOptions, normalizeSource, parseBlocks, type Block } from './blocks';
+import { markdownOptions, normalizeSource, parseBlocks, type Block, type ListItem } from './blocks';
 
 /** While true, fenced code renders as escaped text in the highlighter's markup; plainLanguage records the language. */
 let plainCode = false;
@@ -79,6 +79,11 @@ function blockHtml(b: Block, env: Record<string, unknown>, plain: boolean): stri
 
 /** A fenced code block longer than this (characters) is highlighted over several frames when a deadline is set. */
 const jobMinChars = 2000;
+/** List items rendered per step when a long list is put on screen, or grows, with a deadline. */
+const listStep = 16;
+/** Marks the source of a block shown in part: never equal to a real source, so the next update continues it. */
+const partial = '\u0000partial\u0000';
+
 /** Lines of code highlighted, sanitised and inserted per step of a HighlightJob. */
 const jobLines = 24;
 
@@ -212,7 +217,17 @@ interface Shown {
   el?: HTMLElement;
   /** A top-level fence shown as plain text: its code element and the code shown. */
   fence?: { code: HTMLElement; info: string; content: string; language: string; closed: boolean };
+  /** A list: what every item depends on besides its own lines (type, marker, start, tightness), its element and items. */
+  list?: { key: string; el: HTMLElement; items: ShownItem[] };
   job?: HighlightJob;
+}
+
+/** One item of a list on screen. */
+interface ShownItem {
+  src: string;
+  li: HTMLElement;
+  final: boolean;
+  hasCode: boolean;
 }
 
 /**
@@ -239,6 +254,8 @@ export class BlockRenderer {
   private openAt = 0;
   /** During an update: the position in open, and the rendered blocks waiting for flush. */
   private cursor = 0;
+  /** Set by show when it put only part of a long list on screen (the deadline came). */
+  private incomplete = false;
   private batch: Array<{ s: Shown; html: string }> = [];
 
   constructor(readonly el: HTMLElement) {}
@@ -283,9 +300,16 @@ export class BlockRenderer {
       if (late()) break;
       const b = blocks[committed];
       this.collectRefs(b, env);
-      this.show(b, base + b.start, tail.slice(b.start, b.end), true, env, deadline);
-      if (this.batch.length >= 8) this.flush(deadline); // sanitise as we go, so the deadline sees the cost
+      this.incomplete = false;
+      const shown = this.show(b, base + b.start, tail.slice(b.start, b.end), true, env, deadline);
+      if (this.batch.length >= 8 || this.incomplete) this.flush(deadline); // sanitise as we go, so the deadline sees the cost
       worked = true;
+      if (this.incomplete) {
+        // A long list shown in part: it stays open (not frozen) and grows on the next frame.
+        if (this.open[this.cursor - 1] === shown) this.cursor--;
+        else this.open.splice(this.cursor, 0, shown);
+        break;
+      }
       this.refKeys.add(refsKey(env));
       this.frozen = base + (committed + 1 < blocks.length ? blocks[committed + 1].start : end);
     }
@@ -313,10 +337,12 @@ export class BlockRenderer {
       done = false;
     } else if (changed) {
       const t0 = performance.now();
+      this.incomplete = false;
       const shown = openBlocks.map((b) => this.show(b, this.frozen + b.start, tail.slice(b.start, b.end), !streaming, envOpen, deadline));
       this.flush(deadline);
       for (const o of this.open.slice(this.cursor)) this.drop(o);
       this.open = shown;
+      if (this.incomplete) done = false;
       this.openCost = performance.now() - t0;
       this.openAt = performance.now();
     }
@@ -375,13 +401,31 @@ export class BlockRenderer {
         this.cursor++;
         return o;
       }
+      if (o.list && b.items?.length && o.refs === key && o.list.key === listKey(b)) {
+        this.flush(deadline);
+        this.growList(o, b, src, final, env, deadline);
+        this.cursor++;
+        return o;
+      }
       this.drop(this.open[this.cursor++]);
     }
     // Plain code while streaming; a long fence also when final with a deadline (then highlighted by a job).
     const plain = !final || (!!topFence && deadline !== Infinity && topFence.content.length >= jobMinChars);
     plainLanguage = '';
-    const html = blockHtml(b, env, plain);
-    const s: Shown = { start, src, final, refs: key, hasCode: b.tokens.some((t) => t.type === 'fence' || t.type === 'code_block') };
+    // A long list with a deadline: its first items now, the others added by growList on later frames.
+    let shownItems = b.items;
+    let part = b;
+    if (b.items && b.items.length > listStep && deadline !== Infinity) {
+      shownItems = b.items.slice(0, listStep);
+      const last = shownItems[shownItems.length - 1];
+      part = { ...b, tokens: [...b.tokens.slice(0, last.to + 1), b.tokens[b.tokens.length - 1]] };
+      this.incomplete = true;
+    }
+    const html = blockHtml(part, env, plain);
+    const s: Shown = { start, src: part === b ? src : partial + src, final, refs: key, hasCode: b.tokens.some(isCode) };
+    if (shownItems?.length) {
+      s.list = { key: listKey(b), el: undefined as unknown as HTMLElement, items: shownItems.map((it) => ({ src: src.slice(it.start - b.start, it.end - b.start), li: undefined as unknown as HTMLElement, final, hasCode: b.tokens.slice(it.from, it.to + 1).some(isCode) })) };
+    }
     if (topFence && plain) s.fence = { code: undefined as unknown as HTMLElement, info: topFence.info, content: topFence.content, language: plainLanguage, closed: final || b.closedFence };
     if (html) this.batch.push({ s, html });
     return s;
@@ -397,11 +441,62 @@ export class BlockRenderer {
     batch.forEach((x, k) => {
       x.s.el = els[k];
       if (x.s.fence) x.s.fence.code = els[k].querySelector('code')!;
+      if (x.s.list) {
+        const list = els[k].firstElementChild as HTMLElement;
+        x.s.list.el = list;
+        const lis = Array.from(list.children) as HTMLElement[];
+        x.s.list.items.forEach((it, n) => { it.li = lis[n]; });
+      }
     });
     let before: Element | null = null;
     for (let k = this.cursor; k < this.open.length && !before; k++) before = this.open[k].el ?? null;
     this.el.insertBefore(frag, before);
     for (const x of batch) if (x.s.fence) this.startJob(x.s, deadline);
+  }
+
+  /**
+   * growList updates a list on screen in place: items whose lines are the
+   * same keep their element, the rest are rendered and put after them. Only
+   * valid when listKey is unchanged (a list turning loose is rendered again).
+   */
+  private growList(o: Shown, b: Block, src: string, final: boolean, env: Record<string, unknown>, deadline: number): void {
+    const list = o.list!;
+    const items = b.items!;
+    const itemSrc = (it: ListItem) => src.slice(it.start - b.start, it.end - b.start);
+    let k = 0;
+    while (k < items.length && k < list.items.length && list.items[k].src === itemSrc(items[k]) && (list.items[k].final === final || !list.items[k].hasCode)) k++;
+    for (const it of list.items.slice(k)) {
+      if (it.li.nextSibling?.nodeType === Node.TEXT_NODE) it.li.nextSibling.remove();
+      it.li.remove();
+    }
+    list.items.length = k;
+    for (let first = true; k < items.length && (first || performance.now() <= deadline); first = false) {
+      const upto = Math.min(items.length, k + listStep);
+      const tokens = b.tokens.slice(items[k].from, items[upto - 1].to + 1);
+      const state = new md.core.State('', md, env);
+      state.tokens = tokens;
+      plainCode = !final;
+      let html: string;
+      try {
+        md.core.process(state);
+        html = md.renderer.render(state.tokens, md.options, env);
+      } finally {
+        plainCode = false;
+      }
+      // Inside the list's own tag, so the items parse as they do in the whole list.
+      const frag = sanitizeFragment(`<${list.el.localName}>${html}</${list.el.localName}>`);
+      const wrap = frag.firstElementChild!;
+      const lis = Array.from(wrap.children) as HTMLElement[];
+      for (let n = k; n < upto; n++) {
+        list.items.push({ src: itemSrc(items[n]), li: lis[n - k], final, hasCode: b.tokens.slice(items[n].from, items[n].to + 1).some(isCode) });
+      }
+      list.el.append(...Array.from(wrap.childNodes));
+      k = upto;
+    }
+    if (k < items.length) this.incomplete = true;
+    o.src = k < items.length ? partial + src : src;
+    o.final = final;
+    o.hasCode = list.items.some((it) => it.hasCode);
   }
 
   private startJob(s: Shown, deadline: number): void {
@@ -455,6 +550,17 @@ export function warmUp(): void {
   const sample = '# Title\n\nSome **bold** text with `code` and a [link](https://example.com).\n\n- one\n- two\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n```json\n{"a": [1, true, null, "s"]}\n```\n';
   for (let i = 1; i <= sample.length; i += 23) r.update(sample.slice(0, i), true, Infinity);
   r.update(sample, false, Infinity);
+}
+
+function isCode(t: { type: string }): boolean {
+  return t.type === 'fence' || t.type === 'code_block';
+}
+
+/** listKey is what every item of a list renders with besides its own lines: list type, marker, start number, tightness. */
+function listKey(b: Block): string {
+  const open = b.tokens[0];
+  const loose = b.tokens.some((t) => t.type === 'paragraph_open' && t.level === 2 && !t.hidden);
+  return `${open.type}|${open.markup}|${JSON.stringify(open.attrs)}|${loose}`;
 }
 
 function isFence(b: Block): boolean {

@@ -16,7 +16,14 @@ export function streamInit() {
   return init(snap);
 }
 
-/** streamText is line j of the streamed answer (1-based), with the fences around it. */
+/** listLine is line j of an answer that is one long list (1-based): 1,000-item lists, each item with a nested line. */
+export function listLine(j) {
+  const k = j % 2000;
+  if (k === 0) return `\nDone with part ${j / 2000}.\n\n`;
+  return k % 2 ? `- item ${j} with **bold** and \`code\`\n` : `  continued ${j}\n`;
+}
+
+/** streamLine is line j of the streamed answer (1-based), with the fences around it. */
 export function streamLine(j) {
   const k = j % 500;
   let s = '';
@@ -36,11 +43,12 @@ export function streamLine(j) {
  * streaming), maxLag (ms), longFrames (long-animation-frame entries, when
  * Chromium reports them: duration, script and style/layout ms).
  */
-export async function runStream(page, { N = 5000, idleMs = 500 } = {}) {
+export async function runStream(page, { N = 5000, idleMs = 500, lines = streamLine, marker = (n) => `line ${n} with` } = {}) {
   await host(page, streamInit());
   if (idleMs) await page.waitForTimeout(idleMs);
-  return page.evaluate(async ({ N, lineSrc }) => {
+  return page.evaluate(async ({ N, lineSrc, markerSrc }) => {
     const line = new Function('j', lineSrc);
+    const marker = new Function('n', markerSrc);
     let seq = 0;
     const send = (delta) => window.postMessage({ type: 'event', params: { conversationId: 'C1', turnId: 'S', messageId: 'S', agent: 'claude', event: { type: 'content.delta', seq: ++seq, delta } } }, '*');
     const loaf = [];
@@ -64,7 +72,7 @@ export async function runStream(page, { N = 5000, idleMs = 500 } = {}) {
       await new Promise((res) => setTimeout(res, 4));
     }
     const posted = performance.now() - start;
-    const last1 = `line ${N} with`;
+    const last1 = marker(N);
     while (!document.querySelector('.msg[data-id="S"] .content')?.textContent?.includes(last1)) {
       if (performance.now() - start > 60000) throw new Error(`line ${N} not rendered after 60 s`);
       await new Promise((res) => requestAnimationFrame(res));
@@ -90,5 +98,5 @@ export async function runStream(page, { N = 5000, idleMs = 500 } = {}) {
         scripts: e.scripts.map((x) => `${x.invoker}:${Math.round(x.duration)}ms(layout ${Math.round(x.forcedStyleAndLayoutDuration)})`).join(' '),
       })),
     };
-  }, { N, lineSrc: `return (${streamLine.toString()})(j);` });
+  }, { N, lineSrc: `return (${lines.toString()})(j);`, markerSrc: `return (${marker.toString()})(n);` });
 }

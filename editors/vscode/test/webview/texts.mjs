@@ -8,7 +8,11 @@ longGo += 'var raw = `a raw string\n' + Array.from({ length: 50 }, (_, k) => `ra
 for (let i = 30; i < 45; i++) longGo += goFunc(i);
 longGo += '```\n';
 
+const items = (n, f) => Array.from({ length: n }, (_, k) => f(k)).join('');
+
 export const texts = {
+  longLists: items(60, (k) => `- item ${k} with **bold** and [a link](https://example.com/${k})\n${k % 7 === 3 ? '  ```go\n  x := ' + k + '\n  ```\n' : ''}`) +
+    '\nThen a list that turns loose late:\n\n' + items(40, (k) => `${k + 1}. step ${k}\n`) + '\n41. loose now\n\n' + items(30, (k) => `* star ${k}\n  continued ${k}\n`),
   fences: 'Intro with `code`.\n\n' + longGo + '\nBetween.\n\n~~~python\ndef f():\n    """doc\n    string"""\n    return 1\n~~~~\n\n````\n```\nnot a close\n```\n````\n\n```unknownlang\nplain <b>text</b>\n```\n\n    indented code\n    more\n\nAfter.\n',
   lists: '- a\n- b\n\n- loose now\n\n3. three\n4. four\n\n   continued paragraph\n\n   ```js\n   const x = 1;\n   ```\n5. five\n\n* star\n  * nested\n    1. deep\n\nParagraph after the list.\n1. interrupts\n2. two\n\n> quote\n> - in a list\n>\n> more\n\nTitle\n=====\n\nSub\n---\n\n***\n',
   tables: 'Before the table\n| a | b |\n|---|---|\n| 1 | **2** |\n| `x|y` | [l](https://example.com) |\n\n| only header |\n|---|\n\nnot | a table\n',
