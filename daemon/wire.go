@@ -121,6 +121,9 @@ func (p *RenameParams) validate() error {
 	if p.Title == nil {
 		return fieldError("title", "is required")
 	}
+	if strings.TrimSpace(*p.Title) == "" {
+		return fieldError("title", "is blank: give the conversation a title")
+	}
 	return nil
 }
 

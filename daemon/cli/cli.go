@@ -10,6 +10,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -63,11 +64,24 @@ func Main(ctx context.Context, env *Env, args []string, extra ...Command) int {
 		{"doctor", "check what ochat needs and say how to fix what is missing", runDoctorDaemon},
 	}
 	cmds = append(cmds, extra...)
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 {
 		usage(env.Stderr, cmds)
-		if len(args) == 0 {
+		return 2
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "-help" || args[0] == "help" {
+		// Asked for: the usage is the answer, on stdout. `ochatd help CMD`
+		// is `ochatd CMD --help`.
+		if args[0] == "help" && len(args) > 1 {
+			for _, c := range cmds {
+				if c.Name == args[1] {
+					return c.Run(ctx, env, []string{"--help"})
+				}
+			}
+			fmt.Fprintf(env.Stderr, "ochatd help: unknown command %q\n", args[1])
+			usage(env.Stderr, cmds)
 			return 2
 		}
+		usage(env.Stdout, cmds)
 		return 0
 	}
 	if args[0] == "--version" || args[0] == "-version" || args[0] == "version" {
@@ -91,7 +105,56 @@ func usage(w io.Writer, cmds []Command) {
 		fmt.Fprintf(w, "  %-14s %s\n", c.Name, c.Summary)
 	}
 	fmt.Fprintln(w, "\nCommands that use a workspace take --workspace DIR (default: the git root of the current directory, else the current directory).")
-	fmt.Fprintln(w, "ochatd --version prints the version.")
+	fmt.Fprintln(w, "ochatd --version prints the version; ochatd COMMAND --help (or ochatd help COMMAND) describes a command.")
+}
+
+// synopsis is what `ochatd NAME --help` prints after "usage: ochatd NAME
+// [flags]": the positional arguments and, after a blank line, notes (exit
+// status and the like); "" for a command that takes no arguments.
+func synopsis(name string) (args, notes string) {
+	switch name {
+	case "show":
+		return "REF", "REF is a conversation id, a terminal session's id (see ochatd sessions) or a native session file."
+	case "export":
+		return "REF", "REF is a conversation id, a terminal session's id or a native session file. Without -o the export goes to stdout."
+	case "import":
+		return "FILE", "FILE is a session event log (ochatd export REF --format events; - reads stdin) or a native session file."
+	case "validate":
+		return "FILE", "FILE is a session event log (- reads stdin). Exit status 1 if it has any violation."
+	case "rename":
+		return "CONVERSATION_ID TITLE", "The title must not be blank."
+	case "delete":
+		return "CONVERSATION_ID", "A conversation with a running turn is refused: ochatd cancel CONVERSATION_ID first."
+	case "cancel":
+		return "CONVERSATION_ID", ""
+	case "apply", "revert":
+		return "CONVERSATION_ID [MESSAGE_ID [PATH...]]", ""
+	case "doctor":
+		return "", "Exit status: 0 when every check passes (notes are fine), 1 when any check prints FAIL, 2 for a usage error."
+	case "stop":
+		return "", "It never starts a daemon. It finds one started with another XDG_RUNTIME_DIR through the record beside the store."
+	}
+	return "", ""
+}
+
+// flagOutput collects a FlagSet's output so that parse can send it where
+// it belongs: the usage asked for with -h/--help to stdout, a flag error
+// and the usage after it to stderr.
+type flagOutput struct {
+	env *Env
+	buf bytes.Buffer
+}
+
+func (o *flagOutput) Write(p []byte) (int, error) { return o.buf.Write(p) }
+
+// flush writes what was collected to stdout (help) or stderr.
+func (o *flagOutput) flush(help bool) {
+	w := o.env.Stderr
+	if help {
+		w = o.env.Stdout
+	}
+	w.Write(o.buf.Bytes())
+	o.buf.Reset()
 }
 
 // common are the flags every subcommand has.
@@ -102,7 +165,21 @@ type common struct {
 
 func newFlags(env *Env, name string, c *common, withJSON bool) *flag.FlagSet {
 	fs := flag.NewFlagSet("ochatd "+name, flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
+	fs.SetOutput(&flagOutput{env: env})
+	fs.Usage = func() {
+		w := fs.Output()
+		args, notes := synopsis(name)
+		fmt.Fprintf(w, "usage: ochatd %s [flags]", name)
+		if args != "" {
+			fmt.Fprintf(w, " %s", args)
+		}
+		fmt.Fprintln(w)
+		if notes != "" {
+			fmt.Fprintf(w, "\n%s\n", notes)
+		}
+		fmt.Fprintln(w, "\nflags:")
+		fs.PrintDefaults()
+	}
 	fs.Func("workspace", "workspace root (default: git root of the current directory, else the current directory)", func(v string) error {
 		if strings.TrimSpace(v) == "" {
 			return errors.New("empty: name a directory, or leave --workspace out for the current project")
@@ -117,10 +194,15 @@ func newFlags(env *Env, name string, c *common, withJSON bool) *flag.FlagSet {
 }
 
 // parse parses flags placed before, between or after positional arguments.
+// The usage -h/--help asks for goes to stdout (and parse returns
+// flag.ErrHelp); a flag error and its usage go to stderr.
 func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
+			if o, ok := fs.Output().(*flagOutput); ok {
+				o.flush(isFlagHelp(err))
+			}
 			return nil, err
 		}
 		args = fs.Args()

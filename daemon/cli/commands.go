@@ -286,18 +286,10 @@ func printJSON(env *Env, v any) int {
 	return 0
 }
 
-// runDoctor is `ochatd doctor`: the workspace, the socket and daemon, the
-// store, and each agent's command and login.
-func runDoctor(ctx context.Context, env *Env, args []string) int {
-	var c common
-	fs := newFlags(env, "doctor", &c, false)
-	pos, err := parse(fs, args)
-	if err != nil {
-		return exitFlag(err)
-	}
-	if extraArgs(env, "doctor", pos) {
-		return 2
-	}
+// runDoctor is `ochatd doctor`'s checks (flags parsed into c): the
+// workspace, the socket and daemon, the store, the native stores, and each
+// agent's command and login. It returns 1 when any check failed, else 0.
+func runDoctor(ctx context.Context, env *Env, c common) int {
 	w := env.Stdout
 	problems := 0
 	ok := func(format string, a ...any) { fmt.Fprintf(w, "ok    "+format+"\n", a...) }

@@ -271,16 +271,19 @@ func dialRunning(ctx context.Context, env *Env, ws string) (*daemon.Client, erro
 // runDoctorDaemon is `ochatd doctor`: runDoctor's checks, then the running
 // daemon's pid, start time and the environment it resolved the native
 // stores from, with the variables that differ from this shell's.
+// Exit status: 0 when every check passed, 1 when any printed FAIL, 2 for
+// a usage error.
 func runDoctorDaemon(ctx context.Context, env *Env, args []string) int {
-	code := runDoctor(ctx, env, args)
-	if code == 2 {
-		return code
-	}
 	var c common
 	fs := newFlags(env, "doctor", &c, false)
-	if _, err := parse(fs, args); err != nil {
-		return code
+	pos, err := parse(fs, args)
+	if err != nil {
+		return exitFlag(err)
 	}
+	if extraArgs(env, "doctor", pos) {
+		return 2
+	}
+	code := runDoctor(ctx, env, c)
 	ws, err := c.resolve()
 	if err != nil {
 		return code

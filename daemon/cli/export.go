@@ -37,9 +37,12 @@ func runExport(ctx context.Context, env *Env, args []string) int {
 		return 2
 	}
 	toFile := *out != "" && *out != "-"
-	if toFile && !*force {
+	if toFile {
 		// Checked before the export too, so a refusal costs nothing.
-		if _, err := os.Lstat(*out); err == nil {
+		if fi, err := os.Stat(*out); err == nil && fi.IsDir() {
+			return fail(env, "export: %s is a directory: -o takes a file name (say %s)", *out, filepath.Join(*out, "conversation"+exportExt(*format)))
+		}
+		if _, err := os.Lstat(*out); err == nil && !*force {
 			return fail(env, "export: %s exists; pass --force to overwrite it", *out)
 		}
 	}
@@ -86,6 +89,17 @@ func runExport(ctx context.Context, env *Env, args []string) int {
 }
 
 var errNotTried = errors.New("not tried")
+
+// exportExt is the usual file extension of an export format.
+func exportExt(format string) string {
+	switch format {
+	case daemon.FormatMarkdown:
+		return ".md"
+	case daemon.FormatJSON:
+		return ".json"
+	}
+	return ".jsonl"
+}
 
 // writeExport writes data to path (mode 0644); an existing path is
 // refused (os.ErrExist, with the --force hint) unless force.
@@ -167,6 +181,10 @@ func runRename(ctx context.Context, env *Env, args []string) int {
 		return 2
 	}
 	title := strings.Join(pos[1:], " ")
+	if strings.TrimSpace(title) == "" {
+		fmt.Fprintln(env.Stderr, "ochatd rename: the title is blank: give the conversation a title")
+		return 2
+	}
 	return convCall(ctx, env, c, daemon.MethodConversationsRename, daemon.RenameParams{ConversationID: pos[0], Title: &title},
 		fmt.Sprintf("renamed %s to %q", pos[0], title))
 }
@@ -198,12 +216,39 @@ func convCall(ctx context.Context, env *Env, c common, method string, params any
 	if err := call(ctx, cl, slowCall, method, params, nil); err != nil {
 		var je *jsonrpc2.Error
 		if errors.As(err, &je) {
-			return fail(env, "%s", je.Message)
+			return fail(env, "%s", cliMessage(je))
 		}
 		return fail(env, "%s: %v", method, err)
 	}
 	fmt.Fprintln(env.Stdout, done)
 	return 0
+}
+
+// cliMessage is a daemon error's message as the CLI says it: a request
+// the daemon refuses because a turn is running names `ochatd cancel ID`
+// rather than the protocol method.
+func cliMessage(je *jsonrpc2.Error) string {
+	if je.Code == daemon.CodeConflict {
+		if id, ok := runningIn(je.Message); ok {
+			return strings.Replace(je.Message, "ochat/chat/cancel", "ochatd cancel "+id, 1)
+		}
+	}
+	return je.Message
+}
+
+// runningIn finds the conversation id in the daemon's "a turn is running
+// in conversation ID: …" message.
+func runningIn(msg string) (string, bool) {
+	const lead = "a turn is running in conversation "
+	_, rest, ok := strings.Cut(msg, lead)
+	if !ok || !strings.Contains(rest, "ochat/chat/cancel") {
+		return "", false
+	}
+	id, _, _ := strings.Cut(rest, ":")
+	if id = strings.TrimSpace(id); id == "" || strings.ContainsAny(id, " \t") {
+		return "", false
+	}
+	return id, true
 }
 
 // readInput reads FILE, or stdin for "-".
