@@ -320,6 +320,13 @@ type claudeReader struct {
 	unknown   map[string]int
 	titles    struct{ custom, ai, agentName, summary, firstPrompt string }
 	lastLine  int
+	// skim is the listing mode: messages are skimmed (skimClaudeMessage),
+	// not decoded; counts, title, model and id come out as in a full read.
+	skim bool
+	// lastSessionID is the sessionId of the last main-thread line;
+	// nameIsSession is set when some line's sessionId is the file name.
+	lastSessionID string
+	nameIsSession bool
 }
 
 func newClaudeReader(path string) *claudeReader {
@@ -354,6 +361,7 @@ func (r *claudeReader) add(n int, line []byte) {
 		if sr == nil {
 			sr = newClaudeReader(r.t.Path)
 			sr.sub = true
+			sr.skim = r.skim
 			r.side[key] = sr
 			r.sideOrder = append(r.sideOrder, key)
 		}
@@ -376,6 +384,12 @@ func (r *claudeReader) add(n int, line []byte) {
 	if l.GitBranch != "" {
 		r.t.GitBranch = l.GitBranch
 	}
+	if l.SessionID != "" && !r.sub {
+		r.lastSessionID = l.SessionID
+		if l.SessionID == r.nameID() {
+			r.nameIsSession = true
+		}
+	}
 	if l.UUID == "" {
 		return
 	}
@@ -386,7 +400,17 @@ func (r *claudeReader) add(n int, line []byte) {
 	case "user", "assistant", "system":
 		// decode the message once; keep private copies of the raw values
 		// the build needs (the line buffer is reused)
-		if len(l.Message) > 0 && string(l.Message) != "null" {
+		if len(l.Message) > 0 && string(l.Message) != "null" && r.skim {
+			var ok bool
+			l.msg, l.text, l.blocks, ok = skimClaudeMessage(l.Message, l.Type == "user")
+			if !ok {
+				r.t.Diagnostics.SkippedLines++
+				r.t.Diagnostics.problemf("line %d: message is not valid JSON, skipped", n)
+				l = claudeLine{Type: "bookkeeping", UUID: l.UUID, ParentUUID: l.ParentUUID, LogicalParentUUID: l.LogicalParentUUID, IsSidechain: l.IsSidechain}
+				break
+			}
+			l.Message = json.RawMessage("{}")
+		} else if len(l.Message) > 0 && string(l.Message) != "null" {
 			ok := decodeLenient(l.Message, &l.msg) == nil
 			if ok {
 				l.text, l.blocks, ok = claudeBlocks(l.msg.Content)
@@ -407,6 +431,11 @@ func (r *claudeReader) add(n int, line []byte) {
 			l.Message = json.RawMessage("{}")
 		} else {
 			l.Message = nil
+		}
+		if r.skim {
+			// markers, file changes and subagent links do not count
+			l.Content, l.ToolUseResult = nil, nil
+			break
 		}
 		l.Content = bytes.Clone(l.Content)
 		if bytes.Contains(l.ToolUseResult, []byte(`"structuredPatch"`)) || bytes.Contains(l.ToolUseResult, []byte(`"agentId"`)) {
@@ -801,7 +830,18 @@ func (r *claudeReader) finishMeta() {
 			t.Diagnostics.problemf("unknown line type %q (%d lines) ignored", k, r.unknown[k])
 		}
 	}
+	// the id inside the file wins over the file name (a copied or renamed
+	// file), unless the file name is one of the ids it holds (a fork keeps
+	// the copied lines' old sessionId)
+	if !r.sub && r.lastSessionID != "" && !r.nameIsSession {
+		t.ID = r.lastSessionID
+	}
 	t.Resume = ResumeCommand(AgentClaude, t.ID, t.Path)
+}
+
+// nameID is the session id the file name gives: <id>.jsonl.
+func (r *claudeReader) nameID() string {
+	return strings.TrimSuffix(filepath.Base(r.t.Path), ".jsonl")
 }
 
 // ReadClaude reads one Claude Code session file, with its subagents.
@@ -917,148 +957,16 @@ func firstUnlinkedTask(t *Transcript, linked map[string]bool) string {
 	return ""
 }
 
-// claudeMeta is the listing fast path: it skims every line of a session
-// file for metadata without decoding tool results or assistant content,
-// and returns ok=false for a file with no conversation (orphan snapshot-only
-// files). Counts cover every line of the file (abandoned branches too).
-func claudeMeta(path string, r io.Reader, size int64) (Session, bool, error) {
-	s := Session{Agent: AgentClaude, Path: path, Size: size, ID: strings.TrimSuffix(filepath.Base(path), ".jsonl")}
-	var titles struct{ custom, ai, agentName, summary, firstPrompt string }
-	var first, last string
-	msgIDs := map[string]struct{}{}
-	inTurn := false
-	conv := false
-	err := eachLine(r, &s.Diagnostics, func(n int, line []byte) {
-		var typ, ts, cwd, branch string
-		var msg []byte
-		var isMeta, side, compact bool
-		ok := validLine(line) && objectFields(line, func(k, v []byte) bool {
-			switch string(k) {
-			case "type":
-				typ, _ = rawString(v)
-			case "timestamp":
-				ts, _ = rawString(v)
-			case "cwd":
-				if s.Cwd == "" {
-					cwd = jsonString(v)
-				}
-			case "gitBranch":
-				branch = jsonString(v)
-			case "message":
-				msg = v
-			case "isMeta":
-				isMeta = string(v) == "true"
-			case "isSidechain":
-				side = string(v) == "true"
-			case "isCompactSummary":
-				compact = string(v) == "true"
-			case "customTitle":
-				titles.custom = jsonString(v)
-			case "aiTitle":
-				titles.ai = jsonString(v)
-			case "agentName":
-				titles.agentName = jsonString(v)
-			case "summary":
-				if typ == "" || typ == "summary" {
-					titles.summary = jsonString(v)
-				}
-			}
-			return true
-		})
-		if !ok || typ == "" {
-			s.Diagnostics.SkippedLines++
-			s.Diagnostics.problemf("line %d: not a JSON record, skipped", n)
-			return
-		}
-		if ts != "" {
-			if first == "" || ts < first {
-				first = ts
-			}
-			if ts > last {
-				last = ts
-			}
-		}
-		if cwd != "" {
-			s.Cwd = cwd
-		}
-		if branch != "" {
-			s.GitBranch = branch
-		}
-		if side || len(msg) == 0 {
-			return
-		}
-		switch typ {
-		case "user":
-			conv = true
-			if isMeta || compact || bytes.Contains(msg, []byte(`"tool_result"`)) {
-				return
-			}
-			var m claudeMessage
-			if json.Unmarshal(msg, &m) != nil {
-				return
-			}
-			text, blocks, _ := claudeBlocks(m.Content)
-			if blocks != nil {
-				var parts []string
-				for _, b := range blocks {
-					if b.Type == "text" {
-						if tx := stripReminders(b.Text); strings.TrimSpace(tx) != "" {
-							parts = append(parts, tx)
-						}
-					}
-				}
-				text = strings.Join(parts, "\n")
-			} else {
-				text = stripReminders(text)
-			}
-			vis, kind := claudeUserText(text)
-			if kind == "prompt" {
-				s.MessageCount++
-				inTurn = false
-				if titles.firstPrompt == "" {
-					titles.firstPrompt = vis
-				}
-			}
-		case "assistant":
-			conv = true
-			var id, model string
-			var content []byte
-			objectFields(msg, func(k, v []byte) bool {
-				switch string(k) {
-				case "id":
-					id, _ = rawString(v)
-				case "model":
-					model = jsonString(v)
-				case "content":
-					content = v
-				}
-				return true
-			})
-			if model == "<synthetic>" {
-				return
-			}
-			if model != "" {
-				s.Model = model
-			}
-			if id != "" {
-				if _, seen := msgIDs[id]; !seen {
-					msgIDs[id] = struct{}{}
-				}
-			}
-			if !inTurn {
-				s.MessageCount++
-				inTurn = true
-			}
-			s.ToolCount += bytes.Count(content, []byte(`"type":"tool_use"`)) - bytes.Count(content, []byte(`"name":"TodoWrite"`))
-		}
-	})
-	for _, v := range []string{titles.custom, titles.ai, titles.agentName, titles.summary, titles.firstPrompt} {
-		if strings.TrimSpace(v) != "" {
-			s.Title = truncate(v, 200)
-			break
-		}
-	}
-	s.CreatedAt, s.UpdatedAt = parseTime(first), parseTime(last)
-	s.Resume = ResumeCommand(AgentClaude, s.ID, path)
-	return s, conv, err
+// claudeMeta is the listing fast path: the full reader in skim mode (see
+// claude_skim.go), so the listing shows what Read gives, while tool
+// results, toolUseResult and assistant text are skipped, not decoded. It
+// returns ok=false for a file with no conversation (orphan snapshot-only
+// files).
+func claudeMeta(path string, rd io.Reader, size int64) (Session, bool, error) {
+	r := newClaudeReader(path)
+	r.skim = true
+	r.t.Size = size
+	err := eachLine(rd, &r.t.Diagnostics, r.add)
+	t := r.build()
+	return t.Session, len(t.Messages) > 0, err
 }

@@ -133,14 +133,7 @@ func listGemini(ctx context.Context, env Env, ws string, cache Cache) ([]Session
 			known[f] = k
 		}
 	}
-	meta := func(path string, r io.Reader, size int64) (Session, bool, error) {
-		gr := newGeminiReader(path)
-		gr.t.Size = size
-		err := gr.readAll(r)
-		t := gr.build()
-		return t.Session, len(t.Messages) > 0, err
-	}
-	ss, ds := listFiles(ctx, AgentGemini, ws, files, cache, meta, func(s Session) bool {
+	ss, ds := listFiles(ctx, AgentGemini, ws, files, cache, geminiMeta, func(s Session) bool {
 		// projectHash is sha256 of the root; a guessed slug dir must match it
 		return known[s.Path] || s.Cwd == want || s.Cwd == ""
 	})
@@ -148,6 +141,16 @@ func listGemini(ctx context.Context, env Env, ws string, cache Cache) ([]Session
 		ss[i].Cwd = ws
 	}
 	return ss, append(diags, ds...)
+}
+
+// geminiMeta is the Gemini listing metadata: the full reader (Gemini files
+// are small and rewritten by id, so there is no cheaper exact count).
+func geminiMeta(path string, r io.Reader, size int64) (Session, bool, error) {
+	gr := newGeminiReader(path)
+	gr.t.Size = size
+	err := gr.readAll(r)
+	t := gr.build()
+	return t.Session, len(t.Messages) > 0, err
 }
 
 func findGeminiByID(env Env, id string) string {

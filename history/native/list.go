@@ -238,8 +238,14 @@ func ReadFile(ctx context.Context, path string) (*Transcript, error) {
 	return nil, fmt.Errorf("read native session %s: unknown store format", path)
 }
 
-// detectAgent tells the store of a session file from its name and head.
+// detectAgent tells the store of a session file from its records (the
+// first 64 KiB), so a copied or renamed file is read by the right reader;
+// the file name decides only when the records do not (a rollout-* or
+// ses_*.json name, a session-* file under chats/).
 func detectAgent(path string) string {
+	if a := detectAgentFromHead(fileHead(path, 64<<10)); a != "" {
+		return a
+	}
 	base := filepath.Base(path)
 	switch {
 	case strings.HasPrefix(base, "rollout-"):
@@ -249,16 +255,81 @@ func detectAgent(path string) string {
 	case strings.HasPrefix(base, "ses_") && strings.HasSuffix(base, ".json"):
 		return AgentOpenCode
 	}
-	head := fileHead(path, 64<<10)
-	switch {
-	case strings.Contains(head, `"type":"session_meta"`) || strings.Contains(head, `"type":"response_item"`):
-		return AgentCodex
-	case strings.HasPrefix(strings.TrimSpace(head), `{"type":"session"`):
-		return AgentPi
-	case strings.Contains(head, `"projectHash"`):
-		return AgentGemini
-	case strings.Contains(head, `"sessionId"`) || strings.Contains(head, `"parentUuid"`):
-		return AgentClaude
+	return ""
+}
+
+// claudeBookkeepingTypes are Claude Code line types no other store uses.
+var claudeBookkeepingTypes = map[string]bool{
+	"file-history-snapshot": true, "summary": true, "custom-title": true, "ai-title": true, "agent-name": true,
+	"queue-operation": true, "last-prompt": true, "permission-mode": true,
+}
+
+// detectAgentFromHead classifies the first records of a session file by
+// their top-level keys (store formats: docs/native-stores.md §1–§5):
+// Codex session_meta/response_item/event_msg/turn_context envelopes or a
+// bare {id, timestamp} header; a pi {"type":"session"} header or entries
+// with parentId and message; Gemini headers with projectHash or $set /
+// $rewindTo records; Claude lines with uuid, parentUuid, sessionId or a
+// user/assistant line with a message. A head that is one multi-line JSON
+// document is a legacy Gemini chat (sessionId + messages) or an OpenCode
+// session (ses_ id).
+func detectAgentFromHead(head string) string {
+	lines := strings.Split(head, "\n")
+	if len(lines) > 1 {
+		lines = lines[:len(lines)-1] // the last may be cut by the head limit
+	}
+	parsed := 0
+	for _, ln := range lines {
+		ln = strings.TrimSpace(ln)
+		if ln == "" {
+			continue
+		}
+		var rec map[string]json.RawMessage
+		if json.Unmarshal([]byte(ln), &rec) != nil {
+			continue
+		}
+		parsed++
+		typ := jsonString(rec["type"])
+		_, hasPayload := rec["payload"]
+		has := func(keys ...string) bool {
+			for _, k := range keys {
+				if _, ok := rec[k]; ok {
+					return true
+				}
+			}
+			return false
+		}
+		switch {
+		case typ == "session_meta" || typ == "response_item" || typ == "event_msg" || typ == "turn_context" || (hasPayload && typ != ""):
+			return AgentCodex
+		case typ == "session" && has("cwd", "version", "id"):
+			return AgentPi
+		case has("projectHash", "$set", "$rewindTo"):
+			return AgentGemini
+		case has("uuid", "parentUuid", "leafUuid") || (has("sessionId") && has("cwd", "isSidechain")):
+			return AgentClaude
+		case (typ == "user" || typ == "assistant") && has("message"), claudeBookkeepingTypes[typ]:
+			return AgentClaude
+		case typ == "message" && has("parentId") && has("message"):
+			return AgentPi
+		case typ == "" && has("id") && has("timestamp") && parsed == 1:
+			return AgentCodex // bare pre-envelope header
+		case codexResponseTypes[typ] && has("role", "call_id", "summary"):
+			return AgentCodex
+		}
+		if parsed >= 20 {
+			break
+		}
+	}
+	// one document over several lines
+	t := strings.TrimSpace(head)
+	if strings.HasPrefix(t, "{") && parsed == 0 {
+		switch {
+		case strings.Contains(t, `"messages"`) && strings.Contains(t, `"sessionId"`), strings.Contains(t, `"projectHash"`):
+			return AgentGemini
+		case strings.Contains(t, `"ses_`) && (strings.Contains(t, `"directory"`) || strings.Contains(t, `"projectID"`)):
+			return AgentOpenCode
+		}
 	}
 	return ""
 }

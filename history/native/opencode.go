@@ -83,7 +83,7 @@ type ocPart struct {
 	Data json.RawMessage
 }
 
-func listOpenCode(ctx context.Context, env Env, ws string, _ Cache) ([]Session, []Diagnostic) {
+func listOpenCode(ctx context.Context, env Env, ws string, cache Cache) ([]Session, []Diagnostic) {
 	dir := openCodeDir(env)
 	if dir == "" {
 		return nil, nil
@@ -95,7 +95,7 @@ func listOpenCode(ctx context.Context, env Env, ws string, _ Cache) ([]Session, 
 	var diags []Diagnostic
 	seen := map[string]bool{}
 	for _, dbPath := range openCodeDBs(dir) {
-		ss, err := listOpenCodeDB(ctx, dbPath, ws)
+		ss, err := listOpenCodeDB(ctx, dbPath, ws, cache)
 		if err != nil {
 			diags = append(diags, Diagnostic{Level: "warning", Agent: AgentOpenCode, Path: dbPath, Message: err.Error()})
 			continue
@@ -114,7 +114,13 @@ func listOpenCode(ctx context.Context, env Env, ws string, _ Cache) ([]Session, 
 	return out, diags
 }
 
-func listOpenCodeDB(ctx context.Context, dbPath, ws string) ([]Session, error) {
+// listOpenCodeDB lists the top-level sessions of ws in one database. Each
+// session is mapped by the same build as ReadOpenCode, so the listing's
+// counts, title and model are Read's; the build is cached under a key
+// that changes whenever a message or part row of the session is added,
+// removed or updated (row counts and the latest time_updated of both
+// tables), so an unchanged session is not loaded again.
+func listOpenCodeDB(ctx context.Context, dbPath, ws string, cache Cache) ([]Session, error) {
 	db, err := openDB(ctx, dbPath)
 	if err != nil {
 		return nil, err
@@ -122,33 +128,59 @@ func listOpenCodeDB(ctx context.Context, dbPath, ws string) ([]Session, error) {
 	defer db.Close()
 	rows, err := db.QueryContext(ctx, `
 SELECT s.id, COALESCE(s.directory,''), COALESCE(p.worktree,''), COALESCE(s.title,''), s.time_created, s.time_updated,
-  (SELECT count(*) FROM message m WHERE m.session_id = s.id AND json_extract(CASE WHEN json_valid(m.data) THEN m.data END,'$.role') = 'user'),
-  (SELECT count(DISTINCT COALESCE(json_extract(CASE WHEN json_valid(m.data) THEN m.data END,'$.parentID'), m.id)) FROM message m WHERE m.session_id = s.id AND json_extract(CASE WHEN json_valid(m.data) THEN m.data END,'$.role') = 'assistant'),
-  (SELECT count(*) FROM part t WHERE t.session_id = s.id AND json_extract(CASE WHEN json_valid(t.data) THEN t.data END,'$.type') = 'tool' AND json_extract(CASE WHEN json_valid(t.data) THEN t.data END,'$.tool') NOT IN ('todowrite','todoread')),
-  COALESCE((SELECT json_extract(CASE WHEN json_valid(m.data) THEN m.data END,'$.modelID') FROM message m WHERE m.session_id = s.id AND json_extract(CASE WHEN json_valid(m.data) THEN m.data END,'$.role') = 'assistant' AND json_extract(CASE WHEN json_valid(m.data) THEN m.data END,'$.modelID') IS NOT NULL ORDER BY m.time_created DESC LIMIT 1),'')
+  (SELECT count(*) || ':' || COALESCE(max(m.time_updated),0) FROM message m WHERE m.session_id = s.id),
+  (SELECT count(*) || ':' || COALESCE(max(t.time_updated),0) FROM part t WHERE t.session_id = s.id)
 FROM session s LEFT JOIN project p ON p.id = s.project_id
 WHERE s.parent_id IS NULL`)
 	if err != nil {
 		return nil, fmt.Errorf("list opencode sessions: %w", err)
 	}
-	defer rows.Close()
-	var out []Session
+	type cand struct {
+		s   ocSession
+		key string
+	}
+	var cands []cand
 	for rows.Next() {
-		var s Session
-		var dir, wt string
-		var users, turns int
-		if err := rows.Scan(&s.ID, &dir, &wt, &s.Title, &s.CreatedAt, &s.UpdatedAt, &users, &turns, &s.ToolCount, &s.Model); err != nil {
-			return out, fmt.Errorf("list opencode sessions: %w", err)
+		var c cand
+		var wt, mkey, pkey string
+		if err := rows.Scan(&c.s.ID, &c.s.Directory, &wt, &c.s.Title, &c.s.Created, &c.s.Updated, &mkey, &pkey); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("list opencode sessions: %w", err)
 		}
-		if !sameDir(dir, ws) && !sameDir(wt, ws) {
+		if !sameDir(c.s.Directory, ws) && !sameDir(wt, ws) {
 			continue
 		}
-		s.Agent, s.Cwd, s.Path = AgentOpenCode, dir, dbPath+"#"+s.ID
-		s.MessageCount = users + turns
-		s.Resume = ResumeCommand(AgentOpenCode, s.ID, s.Path)
+		c.s.Source = dbPath
+		c.key = fmt.Sprintf("native/v%d/%s/%s/%s#%s/%d/%s/%s", cacheVersion, AgentOpenCode, ws, dbPath, c.s.ID, c.s.Updated, mkey, pkey)
+		cands = append(cands, c)
+	}
+	err = rows.Err()
+	rows.Close()
+	if err != nil {
+		return nil, fmt.Errorf("list opencode sessions: %w", err)
+	}
+	var out []Session
+	for _, c := range cands {
+		if cache != nil {
+			if b, ok := cache.Get(c.key); ok {
+				var s Session
+				if json.Unmarshal(b, &s) == nil {
+					out = append(out, s)
+					continue
+				}
+			}
+		}
+		msgs, err := loadOpenCodeDBMessages(ctx, db, c.s.ID)
+		if err != nil {
+			return out, err
+		}
+		s := buildOpenCode(c.s, msgs).Session
+		if cache != nil {
+			cache.Put(c.key, encodeSession(s))
+		}
 		out = append(out, s)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 func listOpenCodeLegacy(storage, ws string, diags *[]Diagnostic) []Session {

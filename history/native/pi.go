@@ -50,15 +50,18 @@ func listPi(ctx context.Context, env Env, ws string, cache Cache) ([]Session, []
 		return nil, []Diagnostic{storeDiag(AgentPi, root, err)}
 	}
 	files, _ := filepath.Glob(filepath.Join(root, PiDirName(ws), "*.jsonl"))
-	meta := func(path string, r io.Reader, size int64) (Session, bool, error) {
-		pr := newPiReader(path)
-		pr.t.Size = size
-		err := eachLine(r, &pr.t.Diagnostics, pr.add)
-		t := pr.build()
-		return t.Session, len(t.Messages) > 0, err
-	}
 	// the dir name is lossy (/a-b vs /a/b): confirm with the header cwd
-	return listFiles(ctx, AgentPi, ws, files, cache, meta, func(s Session) bool { return sameDir(s.Cwd, ws) })
+	return listFiles(ctx, AgentPi, ws, files, cache, piMeta, func(s Session) bool { return sameDir(s.Cwd, ws) })
+}
+
+// piMeta is the pi listing metadata: the full reader (the active branch
+// decides what counts, so the listing maps the session like Read does).
+func piMeta(path string, r io.Reader, size int64) (Session, bool, error) {
+	pr := newPiReader(path)
+	pr.t.Size = size
+	err := eachLine(r, &pr.t.Diagnostics, pr.add)
+	t := pr.build()
+	return t.Session, len(t.Messages) > 0, err
 }
 
 func findPiByID(env Env, id string) string {
