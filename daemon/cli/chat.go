@@ -11,6 +11,8 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
+	"unicode/utf8"
 
 	"go.lsp.dev/jsonrpc2"
 
@@ -22,14 +24,17 @@ import (
 // runChat is `ochatd chat [--workspace DIR] [--agent NAME] [--conversation
 // ID] [--yes|--no] [--json] PROMPT`: one turn through the daemon. The answer
 // streams to stdout (tool calls and file changes as lines; with --json each
-// ochat/event's params as one JSON line); permission questions go to the
-// terminal unless --yes (allow once) or --no (reject). The conversation id is
-// printed on stderr. Reasoning prints as "thinking: …" (dimmed on a
-// terminal) unless --quiet. Exit status (chatUsage): 0 completed, 1 failed,
-// 2 usage or cancelled by another client or the daemon, 130 cancelled by
-// Ctrl-C, 3 stopped after the user (or --no) rejected a permission request
-// (ExitRejected). An interrupt cancels the turn; a second one leaves it
-// running.
+// ochat/event's params as one JSON line, see ChatResyncJSON for the one
+// other line); permission questions go to the terminal unless --yes (allow
+// once) or --no (reject). The conversation id and how to cancel the turn
+// are printed on stderr as soon as the daemon has accepted the prompt.
+// Reasoning prints as "thinking: …" (dimmed on a terminal) unless --quiet.
+// Human-readable output goes through termSafe. Exit status (chatUsage): 0
+// completed, 1 failed, 2 usage or cancelled by another client or the
+// daemon, 130 cancelled by Ctrl-C (129 SIGHUP, 143 SIGTERM), 3 stopped after
+// the user (or --no) rejected a permission request (ExitRejected). An
+// interrupt, hangup or terminate signal cancels the turn; a second one
+// leaves it running.
 func runChat(ctx context.Context, env *Env, args []string) int {
 	var c common
 	fs := newFlags(env, "chat", &c, true)
@@ -80,16 +85,15 @@ func runChat(ctx context.Context, env *Env, args []string) int {
 	}
 	t := &chatTurn{env: env, cl: cl, res: res, json: c.json, workspace: c.workspace, stdin: env.Stdin, promptFromStdin: promptFromStdin, quiet: *quiet,
 		dim: colorTerminal(env), atLineStart: true, tools: map[string]string{}, toolNames: map[string]string{}, files: map[string]string{},
-		interrupted: make(chan struct{})}
+		asked: map[string]bool{}, interrupted: make(chan struct{})}
+	fmt.Fprintf(env.Stderr, "conversation: %s (to stop the turn from elsewhere: %s)\n", res.ConversationID, t.cancelCommand())
 	switch {
 	case *yes:
 		t.auto = "allow"
 	case *no:
 		t.auto = "reject"
 	}
-	status := t.run(ctx)
-	fmt.Fprintf(env.Stderr, "conversation: %s\n", res.ConversationID)
-	return status
+	return t.run(ctx)
 }
 
 // chatUsage is `ochatd chat --help`'s first lines.
@@ -100,15 +104,70 @@ permission questions cannot be answered on stdin: pass --yes or --no. --conversa
 conversation (ids: ochatd conversations). A permission question accepts the option's number, id or
 name, y/yes (allow once) or n/no (reject once).
 
-Exit status: 0 completed, 1 failed, 2 usage error or turn cancelled by another client or the daemon,
-3 the agent stopped because you (or --no) rejected its permission request, 130 cancelled by Ctrl-C
-(a second Ctrl-C leaves the turn running in the daemon).`
+The conversation id, and the command that cancels the turn from another terminal, go to stderr as soon
+as the daemon accepts the prompt. Text from the agent is printed with terminal control characters made
+visible (ESC as ^[); --json prints each ochat/event's params raw, one per line. A client that falls
+behind the daemon catches up from it: text already printed is not printed again; with --json the
+missed events are printed, or, if the daemon no longer has them, one {"resync":{…}} line carrying the
+assistant message so far stands for them. The last line is always the turn's turn.completed or
+turn.failed event.
+
+Exit status: 0 completed, 1 failed (also when the daemon stopped mid-turn), 2 usage error or turn
+cancelled by another client or the daemon, 3 the agent stopped because you (or --no) rejected its
+permission request, 130 cancelled by Ctrl-C (a second Ctrl-C leaves the turn running in the daemon),
+129 / 143 cancelled because the terminal closed (SIGHUP) / by SIGTERM.`
 
 // Exit statuses of `ochatd chat`.
 const (
 	exitCancelledElsewhere = 2
-	exitInterrupted        = 130
+	exitInterrupted        = 130 // 128 + SIGINT; SIGHUP and SIGTERM give 128 + their number
 )
+
+// daemonStopped is the turn.failed message of a turn the daemon ended
+// because it was stopping (daemon.Server.Close).
+const daemonStopped = "daemon stopped"
+
+// cancelSignals are the signals that cancel the turn: Ctrl-C, the terminal
+// closing, and a polite kill.
+var cancelSignals = []os.Signal{os.Interrupt, syscall.SIGHUP, syscall.SIGTERM}
+
+// signalExit is the exit status after sig cancelled the turn: 128 plus the
+// signal's number, as a shell reports a process killed by it.
+func signalExit(sig os.Signal) int {
+	if s, ok := sig.(syscall.Signal); ok {
+		return 128 + int(s)
+	}
+	return exitInterrupted
+}
+
+// ChatResyncJSON is the line `ochatd chat --json` prints, in place of
+// events, after it fell behind the daemon (ochat/resync) and the events it
+// missed are gone (the turn's replay buffer was truncated, or the turn
+// ended meanwhile). Message is the assistant message as of LastSeq (the
+// live events that follow continue at LastSeq+1), or, when the turn has
+// ended (LastSeq 0), the stored final message; the turn's terminal event
+// follows then as the last line, without a seq. Events the daemon still
+// had are printed as ordinary event lines instead, with no resync line.
+type ChatResyncJSON struct {
+	ConversationID string     `json:"conversationId"`
+	TurnID         string     `json:"turnId"`
+	MessageID      string     `json:"messageId"`
+	Agent          string     `json:"agent,omitempty"`
+	Resync         ChatResync `json:"resync"`
+}
+
+// ChatResync says what a ChatResyncJSON line stands for.
+type ChatResync struct {
+	// Reason is the daemon's ochat/resync reason.
+	Reason string `json:"reason"`
+	// AfterSeq is the seq of the last event printed before this line.
+	AfterSeq int64 `json:"afterSeq"`
+	// LastSeq is the seq of the last event Message covers; 0 when the turn
+	// has ended.
+	LastSeq int64 `json:"lastSeq,omitempty"`
+	// Message is the assistant message (segments included).
+	Message transcript.Message `json:"message"`
+}
 
 // ExitRejected (3) is `ochatd chat`'s exit status when the turn stopped
 // (stop reason cancelled) after the user, or --no, rejected one of its
@@ -133,13 +192,18 @@ type chatTurn struct {
 	notesErr        error                    // why notes was closed
 	pending         []daemon.Notification    // notifications that arrived while a question waited
 	rejected        bool                     // the user (or --no) rejected a permission request of this turn
-	interrupted     chan struct{}            // closed at the first Ctrl-C
+	asked           map[string]bool          // permission ids already answered or dropped here
+	interrupted     chan struct{}            // closed at the first cancelling signal
+	signal          os.Signal                // that signal; set before interrupted is closed
 	atLineStart     bool
 	inReasoning     bool
 	agent           string            // the answering agent, from the events
 	tools           map[string]string // tool id → last printed status
 	toolNames       map[string]string // tool id → last known title
 	files           map[string]string // path → last printed line
+	plan            string            // last printed plan
+	contentBytes    int               // bytes of content deltas printed (before termSafe)
+	reasoningBytes  int               // bytes of reasoning deltas seen (printed unless quiet)
 	lastSeq         int64
 }
 
@@ -156,18 +220,23 @@ func colorTerminal(env *Env) bool {
 
 func (t *chatTurn) run(ctx context.Context) int {
 	sig := make(chan os.Signal, 2)
-	signal.Notify(sig, os.Interrupt)
+	signal.Notify(sig, cancelSignals...)
 	defer signal.Stop(sig)
 	interrupts := 0
 	go func() {
-		for range sig {
+		for s := range sig {
 			interrupts++
 			if interrupts > 1 {
 				fmt.Fprintln(t.env.Stderr, "\nochatd: leaving the turn running in the daemon")
 				fmt.Fprintf(t.env.Stderr, "conversation: %s\ncancel it with: %s\n", t.res.ConversationID, t.cancelCommand())
-				os.Exit(130)
+				os.Exit(signalExit(s))
 			}
-			fmt.Fprintln(t.env.Stderr, "\nochatd: cancelling (Ctrl-C again to leave it running)")
+			if s == os.Interrupt {
+				fmt.Fprintln(t.env.Stderr, "\nochatd: cancelling (Ctrl-C again to leave it running)")
+			} else {
+				fmt.Fprintf(t.env.Stderr, "\nochatd: %v: cancelling the turn\n", s)
+			}
+			t.signal = s
 			close(t.interrupted)
 			var r daemon.CancelResult
 			call(ctx, t.cl, quickCall, daemon.MethodChatCancel, daemon.ConversationParams{ConversationID: t.res.ConversationID}, &r)
@@ -223,7 +292,11 @@ func (t *chatTurn) run(ctx context.Context) int {
 			}
 			t.permission(ctx, p)
 		case daemon.NotifyResync:
-			if code, done := t.resync(ctx); done {
+			var p daemon.ResyncParams
+			if err := json.Unmarshal(n.Params, &p); err != nil || p.ConversationID != t.res.ConversationID {
+				continue
+			}
+			if code, done := t.resync(ctx, p.Reason); done {
 				return code
 			}
 		}
@@ -273,67 +346,195 @@ func (t *chatTurn) next() (daemon.Notification, bool) {
 	}
 }
 
-// resync re-subscribes after the daemon dropped us for falling behind.
-func (t *chatTurn) resync(ctx context.Context) (int, bool) {
+// resync catches up after the daemon dropped this client from the
+// conversation's live events for falling behind (ochat/resync, reason as
+// the daemon gave it): it subscribes again and applies the snapshot.
+func (t *chatTurn) resync(ctx context.Context, reason string) (int, bool) {
 	var sub daemon.SubscribeResult
 	if err := call(ctx, t.cl, quickCall, daemon.MethodSubscribe, daemon.ConversationParams{ConversationID: t.res.ConversationID}, &sub); err != nil {
-		return fail(t.env, "resubscribe: %v", err), true
+		return fail(t.env, "resubscribe after falling behind: %v", err), true
 	}
-	if sub.Running == nil || sub.Running.TurnID != t.res.TurnID {
+	return t.catchUp(ctx, sub, reason)
+}
+
+// catchUp prints what sub holds of this turn that was not printed yet and,
+// when the turn has ended, its end (done is then true and code the exit
+// status). Three cases, as docs/protocol.md ochat/subscribe describes:
+//
+//   - the turn runs and the daemon still has its events: the events after
+//     lastSeq are printed as if they had arrived live;
+//   - the turn runs but its replay buffer was truncated: what the message
+//     as of running.lastSeq holds beyond what was printed (plain), or a
+//     ChatResyncJSON line (--json); live events continue after lastSeq;
+//   - the turn has ended: the same from the stored message, then its end.
+//
+// Pending permission requests of the turn not asked yet are asked.
+func (t *chatTurn) catchUp(ctx context.Context, sub daemon.SubscribeResult, reason string) (code int, done bool) {
+	r := sub.Running
+	if r == nil || r.TurnID != t.res.TurnID {
 		for _, m := range sub.Messages {
 			if m.ID == t.res.TurnID {
-				ev := transcript.Event{Type: transcript.EvTurnCompleted, StopReason: m.StopReason}
-				if m.Status == transcript.StatusFailed {
-					ev = transcript.Event{Type: transcript.EvTurnFailed, Message: m.Error}
+				ev := terminalOf(m)
+				if t.json {
+					t.jsonLine(ChatResyncJSON{ConversationID: t.res.ConversationID, TurnID: t.res.TurnID, MessageID: t.res.AssistantMessageID, Agent: orString(m.Agent, t.agent),
+						Resync: ChatResync{Reason: reason, AfterSeq: t.lastSeq, Message: m}})
+					t.jsonLine(daemon.EventParams{ConversationID: t.res.ConversationID, TurnID: t.res.TurnID, MessageID: t.res.AssistantMessageID, Agent: orString(m.Agent, t.agent), Event: ev})
+				} else {
+					t.showMessage(m)
+				}
+				if m.Agent != "" {
+					t.agent = m.Agent
 				}
 				return t.end(ev), true
 			}
 		}
-		return fail(t.env, "turn %s vanished", t.res.TurnID), true
+		return fail(t.env, "turn %s is neither running nor stored in conversation %s", t.res.TurnID, t.res.ConversationID), true
 	}
-	for _, ev := range sub.Running.Events {
-		if ev.Seq > t.lastSeq {
-			t.lastSeq = ev.Seq
-			if !t.json {
-				t.show(ev)
-			}
+	if r.Agent != "" {
+		t.agent = r.Agent
+	}
+	if r.Truncated && r.Message != nil && r.LastSeq > t.lastSeq {
+		if t.json {
+			t.jsonLine(ChatResyncJSON{ConversationID: t.res.ConversationID, TurnID: t.res.TurnID, MessageID: t.res.AssistantMessageID, Agent: t.agent,
+				Resync: ChatResync{Reason: reason, AfterSeq: t.lastSeq, LastSeq: r.LastSeq, Message: *r.Message}})
+		} else {
+			t.showMessage(*r.Message)
+		}
+		t.lastSeq = r.LastSeq
+	}
+	for _, ev := range r.Events {
+		if ev.Seq <= t.lastSeq {
+			continue
+		}
+		t.lastSeq = ev.Seq
+		if t.json {
+			t.jsonLine(daemon.EventParams{ConversationID: t.res.ConversationID, TurnID: t.res.TurnID, MessageID: t.res.AssistantMessageID, Agent: t.agent, Event: ev})
+		} else {
+			t.show(ev)
+		}
+		if ev.Terminal() {
+			return t.end(ev), true
 		}
 	}
-	if sub.Running.LastSeq > t.lastSeq {
-		t.lastSeq = sub.Running.LastSeq
+	if r.LastSeq > t.lastSeq {
+		t.lastSeq = r.LastSeq
 	}
 	for _, p := range sub.Permissions {
-		t.permission(ctx, p)
+		if p.TurnID == t.res.TurnID && !t.asked[p.PermissionID] {
+			t.permission(ctx, p)
+		}
 	}
 	return 0, false
+}
+
+// terminalOf is the terminal event of the ended turn stored as m.
+func terminalOf(m transcript.Message) transcript.Event {
+	switch m.Status {
+	case transcript.StatusCompleted, transcript.StatusCancelled:
+		sr := m.StopReason
+		if sr == "" && m.Status == transcript.StatusCancelled {
+			sr = "cancelled"
+		}
+		return transcript.Event{Type: transcript.EvTurnCompleted, StopReason: sr}
+	case transcript.StatusFailed:
+		return transcript.Event{Type: transcript.EvTurnFailed, Message: m.Error}
+	case transcript.StatusInterrupted:
+		return transcript.Event{Type: transcript.EvTurnFailed, Message: orString(m.Error, "interrupted: the daemon stopped before the turn ended")}
+	}
+	return transcript.Event{Type: transcript.EvTurnFailed, Message: fmt.Sprintf("the turn ended without a final status (stored as %q)", m.Status)}
+}
+
+func orString(s, alt string) string {
+	if s == "" {
+		return alt
+	}
+	return s
+}
+
+// jsonLine prints v as one JSON line (--json).
+func (t *chatTurn) jsonLine(v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		fmt.Fprintf(t.env.Stderr, "ochatd: encode %T: %v\n", v, err)
+		return
+	}
+	t.env.Stdout.Write(append(b, '\n'))
+}
+
+// showMessage prints what the assistant message m holds beyond what was
+// printed so far: the content and reasoning after the bytes already
+// printed, tool and file lines whose status changed, a changed plan. It
+// walks m's segments in order, so what it prints keeps their order.
+func (t *chatTurn) showMessage(m transcript.Message) {
+	var content, reasoning int // bytes of m's content / reasoning before s
+	for _, s := range m.Segments {
+		switch s.Type {
+		case transcript.SegContent:
+			if rest := unseen(s.Content, t.contentBytes-content); rest != "" {
+				t.show(transcript.Event{Type: transcript.EvContentDelta, Delta: rest})
+			}
+			content += len(s.Content)
+		case transcript.SegReasoning:
+			if rest := unseen(s.Content, t.reasoningBytes-reasoning); rest != "" {
+				t.show(transcript.Event{Type: transcript.EvReasoningDelta, Delta: rest})
+			}
+			reasoning += len(s.Content)
+		case transcript.SegTool, transcript.SegFileChange:
+			t.show(transcript.Event{Type: transcript.EvActivityUpsert, Segment: &s})
+		case transcript.SegPlan:
+			t.show(transcript.Event{Type: transcript.EvPlanUpdated, Entries: s.Entries})
+		}
+	}
+	// The counters count what m holds, so a later catch-up compares with
+	// the message, not with the skipped part of a cut rune.
+	t.contentBytes = max(t.contentBytes, content)
+	t.reasoningBytes = max(t.reasoningBytes, reasoning)
+}
+
+// unseen is s after its first seen bytes (all of s when seen ≤ 0, "" when
+// seen ≥ len(s)), starting at a rune boundary.
+func unseen(s string, seen int) string {
+	if seen <= 0 {
+		return s
+	}
+	if seen >= len(s) {
+		return ""
+	}
+	for seen < len(s) && !utf8.RuneStart(s[seen]) {
+		seen++
+	}
+	return s[seen:]
 }
 
 func (t *chatTurn) end(ev transcript.Event) int {
 	t.endReasoning()
 	t.newline()
+	w := t.stderrSafe()
 	if ev.Type == transcript.EvTurnFailed {
-		fmt.Fprintf(t.env.Stderr, "ochatd: turn failed: %s\n", ev.Message)
-		if h := agents.Hint(t.agent, ev.Message); h != "" {
-			fmt.Fprintf(t.env.Stderr, "hint: %s\n", h)
+		fmt.Fprintf(w, "ochatd: turn failed: %s\n", ev.Message)
+		if ev.Message == daemonStopped {
+			fmt.Fprintf(w, "hint: the daemon stopped (ochatd stop, or its process was ended); the answer so far is kept: ochatd show %s\n", t.res.ConversationID)
+		} else if h := agents.Hint(t.agent, ev.Message); h != "" {
+			fmt.Fprintf(w, "hint: %s\n", h)
 		}
 		return 1
 	}
 	if ev.StopReason == "cancelled" {
 		select {
 		case <-t.interrupted:
-			fmt.Fprintln(t.env.Stderr, "(stopped: cancelled)")
-			return exitInterrupted
+			fmt.Fprintln(w, "(stopped: cancelled)")
+			return signalExit(t.signal)
 		default:
 			if t.rejected {
-				fmt.Fprintln(t.env.Stderr, "(stopped: you rejected the permission request)")
+				fmt.Fprintln(w, "(stopped: you rejected the permission request)")
 				return ExitRejected
 			}
-			fmt.Fprintln(t.env.Stderr, "(stopped: cancelled by another client or the daemon)")
+			fmt.Fprintln(w, "(stopped: cancelled by another client or the daemon)")
 			return exitCancelledElsewhere
 		}
 	}
 	if ev.StopReason != "" && ev.StopReason != "end_turn" {
-		fmt.Fprintf(t.env.Stderr, "(stopped: %s)\n", ev.StopReason)
+		fmt.Fprintf(w, "(stopped: %s)\n", ev.StopReason)
 	}
 	return 0
 }
@@ -341,6 +542,7 @@ func (t *chatTurn) end(ev transcript.Event) int {
 // reasoning prints a reasoning delta after a "thinking: " prefix, dimmed
 // on a colour terminal.
 func (t *chatTurn) reasoning(delta string) {
+	t.reasoningBytes += len(delta)
 	if t.quiet || delta == "" {
 		return
 	}
@@ -380,10 +582,16 @@ func (t *chatTurn) toolLine(s transcript.Segment) string {
 	return segmentText(s)
 }
 
+// stderrSafe is stderr through termSafe, for lines that carry an agent's
+// text (tool names, options, errors).
+func (t *chatTurn) stderrSafe() io.Writer { return termSafeWriter{t.env.Stderr} }
+
+// write prints s (through termSafe) to stdout.
 func (t *chatTurn) write(s string) {
 	if s == "" {
 		return
 	}
+	s = termSafe(s)
 	io.WriteString(t.env.Stdout, s)
 	t.atLineStart = strings.HasSuffix(s, "\n")
 }
@@ -408,6 +616,7 @@ func (t *chatTurn) show(ev transcript.Event) {
 	t.endReasoning()
 	switch ev.Type {
 	case transcript.EvContentDelta:
+		t.contentBytes += len(ev.Delta)
 		t.write(ev.Delta)
 	case transcript.EvActivityUpsert:
 		s := ev.Segment
@@ -428,15 +637,19 @@ func (t *chatTurn) show(ev transcript.Event) {
 			}
 		}
 	case transcript.EvPlanUpdated:
-		t.line(segmentText(transcript.Segment{Type: transcript.SegPlan, Entries: ev.Entries}))
+		if l := segmentText(transcript.Segment{Type: transcript.SegPlan, Entries: ev.Entries}); l != t.plan {
+			t.plan = l
+			t.line(l)
+		}
 	}
 }
 
 // permission answers one request: --yes / --no, else a question on the
 // terminal (stderr, answer on stdin).
 func (t *chatTurn) permission(ctx context.Context, p daemon.PermissionParams) {
+	t.asked[p.PermissionID] = true
 	t.newline()
-	w := t.env.Stderr
+	w := t.stderrSafe()
 	fmt.Fprintf(w, "%s asks permission: %s\n", p.Agent, oneLine(orUnknown(p.ToolCall.Name)))
 	for _, f := range p.FileChanges {
 		fmt.Fprintf(w, "  %s\n", fileLine(f))
@@ -495,7 +708,7 @@ const (
 // drops the question at once: the pending stdin read is abandoned (next
 // drops the line it yields). Other notifications are held for next.
 func (t *chatTurn) ask(p daemon.PermissionParams) (daemon.RespondParams, askEnd) {
-	w := t.env.Stderr
+	w := t.stderrSafe()
 	resp := daemon.RespondParams{PermissionID: p.PermissionID}
 	reject := func(why string) (daemon.RespondParams, askEnd) {
 		resp.OptionID = pickOption(p.Options, "reject")

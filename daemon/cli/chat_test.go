@@ -380,3 +380,57 @@ func TestChatEmptyPrompt(t *testing.T) {
 		}
 	}
 }
+
+// TestTerminalEscapesFiltered: escape sequences in an agent's answer and in
+// a conversation title reach chat, show, conversations and sessions output
+// as visible text, never raw; --json keeps the text (JSON-escaped).
+func TestTerminalEscapesFiltered(t *testing.T) {
+	w := userAgentWorld(t)
+	const evil = "\x1b]0;pwned\x07\x1b[2Jhi\u202e"
+	const shown = `^[]0;pwned^G^[[2Jhi\u202e`
+	code, out, errs := w.run(t, "chat", "--agent", "test", "PLAIN "+evil)
+	if code != 0 || !strings.Contains(out, shown) || strings.ContainsAny(out, "\x1b\x07\u202e") {
+		t.Fatalf("chat (%d): %q\n%s", code, out, errs)
+	}
+	code, out, _ = w.run(t, "conversations", "--json")
+	var convs []struct{ ID, Title string }
+	if err := json.Unmarshal([]byte(out), &convs); code != 0 || err != nil || len(convs) != 1 {
+		t.Fatalf("conversations --json (%d, %v): %s", code, err, out)
+	}
+	id := convs[0].ID
+	if err := w.cl(t).Call(context.Background(), daemon.MethodConversationsRename, daemon.RenameParams{ConversationID: id, Title: ptrTo("t\x1b[31m\ttab\nline")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"show", id}, {"conversations"}, {"sessions"}} {
+		code, out, errs := w.run(t, args...)
+		if code != 0 || strings.ContainsAny(out, "\x1b\x07\u202e") || !strings.Contains(out, "t^[[31m") {
+			t.Errorf("%v (%d): %q\n%s", args, code, out, errs)
+		}
+		if args[0] == "show" && !strings.Contains(out, shown) {
+			t.Errorf("show lacks the escaped answer: %q", out)
+		}
+	}
+	code, out, _ = w.run(t, "chat", "--json", "--agent", "test", "--conversation", id, "PLAIN "+evil)
+	if code != 0 || !strings.Contains(out, `"delta":"\u001b]0;pw`) || strings.Contains(out, "\x1b") {
+		t.Errorf("chat --json (%d): %q", code, out)
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// cl is a client of w's daemon, closed when the test ends.
+func (w *trustWorld) cl(t *testing.T) *daemon.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	nc, err := daemon.Dial(ctx, daemon.DialOptions{Workspace: w.ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := daemon.NewClient(ctx, nc, "test-client", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	return cl
+}

@@ -139,7 +139,7 @@ func runConversations(ctx context.Context, env *Env, args []string) int {
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tUPDATED\tAGENTS\tTITLE")
 	for _, cv := range res.Conversations {
-		title := cv.Title
+		title := termSafe(oneLine(cv.Title))
 		if cv.Running {
 			title += " (running)"
 		}
@@ -181,7 +181,7 @@ func runShow(ctx context.Context, env *Env, args []string) int {
 	if c.json {
 		return printJSON(env, ShowJSON{ID: res.Conversation.ID, Title: res.Conversation.Title, Agents: res.Conversation.Agents, Messages: res.Messages})
 	}
-	w := env.Stdout
+	w := termSafeWriter{env.Stdout}
 	fmt.Fprintf(w, "# %s\n%s · %s\n", orUntitled(res.Conversation.Title), res.Conversation.ID, fmtTime(res.Conversation.CreatedAt))
 	for _, m := range res.Messages {
 		if m.Role == transcript.RoleUser {

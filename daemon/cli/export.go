@@ -148,7 +148,7 @@ func importNonLog(ctx context.Context, env *Env, cl *daemon.Client, name string,
 					verb = "already opened as"
 				}
 				fmt.Fprintf(env.Stderr, "ochatd import: %s is a native %ssession, not an event log: %s a conversation through ochat/sessions/open\n", name, agent, verb)
-				fmt.Fprintf(env.Stdout, "%s\t%d messages\t%s\n", res.ConversationID, len(res.Messages), res.Conversation.Title)
+				fmt.Fprintf(env.Stdout, "%s\t%d messages\t%s\n", res.ConversationID, len(res.Messages), termSafe(res.Conversation.Title))
 				return 0
 			}
 		}
@@ -305,7 +305,7 @@ func runImport(ctx context.Context, env *Env, args []string) int {
 	for _, v := range res.Repaired {
 		fmt.Fprintf(env.Stderr, "%s:%d: repaired: %s\n", pos[0], v.Line, v.Message)
 	}
-	fmt.Fprintf(env.Stdout, "%s\t%d messages\t%s\n", res.ConversationID, res.Messages, res.Conversation.Title)
+	fmt.Fprintf(env.Stdout, "%s\t%d messages\t%s\n", res.ConversationID, res.Messages, termSafe(res.Conversation.Title))
 	return 0
 }
 

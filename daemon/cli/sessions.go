@@ -49,7 +49,7 @@ func runSessions(ctx context.Context, env *Env, args []string) int {
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tAGENT\tUPDATED\tMSGS\tTITLE")
 	for _, s := range res.Sessions {
-		title := oneLine(s.Title)
+		title := termSafe(oneLine(s.Title))
 		if r := []rune(title); len(r) > 70 {
 			title = string(r[:69]) + "…"
 		}
@@ -152,7 +152,7 @@ func runShowRef(ctx context.Context, env *Env, args []string) int {
 	if c.json {
 		return printJSON(env, tr)
 	}
-	printNative(env.Stdout, tr)
+	printNative(termSafeWriter{env.Stdout}, tr)
 	return 0
 }
 
