@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
+	"os"
+	"strings"
 	"sync"
 
 	"go.lsp.dev/jsonrpc2"
@@ -115,4 +118,75 @@ func (c *Client) Close() error {
 	_ = c.Call(ctx, protocol.MethodShutdown, nil, nil)
 	_ = c.conn.Notify(ctx, protocol.MethodExit, nil)
 	return c.conn.Close()
+}
+
+// UnreachableError is Dial's error when the workspace's daemon record
+// names a live daemon on another socket than this process's SocketPath
+// and that socket cannot be used: the daemon was started with another
+// XDG_RUNTIME_DIR or TMPDIR and its socket is gone, not ours, or not
+// answering.
+type UnreachableError struct {
+	Workspace string
+	// PID and Socket are the recorded daemon's.
+	PID    int
+	Socket string
+	// Differ names the socket variables set differently here, as
+	// `XDG_RUNTIME_DIR (here unset, the daemon's /tmp/a)`.
+	Differ []string
+	// Env is the daemon's values of those variables.
+	Env map[string]string
+	Err error
+}
+
+func (e *UnreachableError) Error() string {
+	msg := fmt.Sprintf("the daemon of %s (pid %d) listens on %s, which this shell cannot use: %v", e.Workspace, e.PID, e.Socket, e.Err)
+	if len(e.Differ) > 0 {
+		msg += fmt.Sprintf("; this shell sets %s: run ochatd with the daemon's environment, or stop it with `kill %d`", strings.Join(e.Differ, ", "), e.PID)
+	} else {
+		msg += fmt.Sprintf("; stop it with `kill %d`", e.PID)
+	}
+	return msg
+}
+
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
+// discover looks for the workspace's daemon through its record when path
+// (this process's socket path) did not answer. found is false when there is
+// no record naming a live daemon on another socket; otherwise the answer is
+// a connection to the recorded socket or an *UnreachableError.
+func discover(ctx context.Context, workspace, path string) (c net.Conn, found bool, err error) {
+	rp, err := RecordPath(workspace)
+	if err != nil {
+		return nil, false, nil
+	}
+	r, err := ReadRecord(rp)
+	if err != nil || r.Socket == path || !processAlive(r.PID) {
+		return nil, false, nil
+	}
+	unreachable := func(err error) error {
+		ue := &UnreachableError{Workspace: workspace, PID: r.PID, Socket: r.Socket, Env: r.Env, Err: err}
+		for _, k := range socketEnv() {
+			here, there := os.Getenv(k), r.Env[k]
+			if here != there {
+				ue.Differ = append(ue.Differ, fmt.Sprintf("%s differently (here %s, the daemon's %s)", k, orUnset(here), orUnset(there)))
+			}
+		}
+		return ue
+	}
+	if err := checkOwnSocket(r.Socket); err != nil {
+		return nil, true, unreachable(err)
+	}
+	var d net.Dialer
+	c, err = d.DialContext(ctx, "unix", r.Socket)
+	if err != nil {
+		return nil, true, unreachable(err)
+	}
+	return c, true, nil
+}
+
+func orUnset(v string) string {
+	if v == "" {
+		return "unset"
+	}
+	return v
 }

@@ -36,9 +36,17 @@ type DialOptions struct {
 	Timeout time.Duration
 }
 
-// Dial connects to the workspace daemon's socket; with AutoStart, when no one
-// answers it starts the daemon (new session, stdio to LogPath) and retries
-// with backoff until Timeout (the gopls -remote=auto pattern).
+// Dial connects to the workspace daemon's socket. When no one answers there
+// (and Socket is not set) it looks for the daemon's Record beside the
+// workspace store: a live daemon on another socket (started with another
+// XDG_RUNTIME_DIR or TMPDIR) is dialled there if that socket is this
+// user's, else Dial returns an *UnreachableError naming its pid, socket and
+// the variables that differ. With AutoStart, when no daemon is found it
+// starts one (new session, stdio to LogPath) and retries with backoff until
+// Timeout (the gopls -remote=auto pattern); if the started daemon exits
+// first, Dial returns at once with its exit status and output — unless it
+// exited with ExitStoreLocked, when it keeps looking for the daemon holding
+// the store.
 func Dial(ctx context.Context, o DialOptions) (net.Conn, error) {
 	path := o.Socket
 	if path == "" {
@@ -50,13 +58,18 @@ func Dial(ctx context.Context, o DialOptions) (net.Conn, error) {
 	}
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "unix", path)
-	if err == nil || !o.AutoStart {
-		if err != nil {
-			return nil, fmt.Errorf("dial daemon at %s: %w (start it with `ochatd serve --workspace %s`)", path, err, o.Workspace)
-		}
+	if err == nil {
 		return c, nil
 	}
-	exited, pid, logPath, serr := startDaemon(o)
+	if o.Socket == "" {
+		if c, found, derr := discover(ctx, o.Workspace, path); found {
+			return c, derr
+		}
+	}
+	if !o.AutoStart {
+		return nil, fmt.Errorf("dial daemon at %s: %w (start it with `ochatd serve --workspace %s`)", path, err, o.Workspace)
+	}
+	exited, pid, logPath, logOff, serr := startDaemon(o)
 	if serr != nil {
 		return nil, serr
 	}
@@ -81,12 +94,33 @@ func Dial(ctx context.Context, o DialOptions) (net.Conn, error) {
 		}
 		select {
 		case exitErr = <-exited:
-			exited = nil // the daemon we started is gone; another may still come up
+			exited = nil // the daemon we started is gone
+			if !storeLocked(exitErr) {
+				// It failed on its own (a damaged store, a bad flag): say
+				// so now rather than at the deadline.
+				if c, err := d.DialContext(ctx, "unix", path); err == nil {
+					return c, nil
+				}
+				msg := fmt.Sprintf("the daemon started for %s exited before answering (%v)", o.Workspace, exitErr)
+				if out := logSince(logPath, logOff, 4096); out != "" {
+					msg += "; its output (" + logPath + "):\n" + out
+				}
+				return nil, errors.New(msg)
+			}
+			// Another process holds the store: its daemon may be coming
+			// up on this socket, or be recorded on another one.
 		default:
+		}
+		if exited == nil && o.Socket == "" {
+			if c, found, derr := discover(ctx, o.Workspace, path); found {
+				return c, derr
+			}
 		}
 		if time.Now().After(deadline) {
 			msg := fmt.Sprintf("daemon for %s did not answer on %s within %v", o.Workspace, path, timeout)
-			if exitErr != nil {
+			if storeLocked(exitErr) {
+				msg += "; another process holds the workspace's store and does not answer on this socket: an ochatd started with another XDG_RUNTIME_DIR or TMPDIR? (`ochatd doctor` names the store; stop that process)"
+			} else if exitErr != nil {
 				msg += fmt.Sprintf(" (it exited: %v)", exitErr)
 			}
 			if tail := logTail(logPath, 2048); tail != "" {
@@ -105,14 +139,22 @@ func Dial(ctx context.Context, o DialOptions) (net.Conn, error) {
 	}
 }
 
+// storeLocked reports whether a started daemon's exit error is
+// ExitStoreLocked.
+func storeLocked(err error) bool {
+	var ee *exec.ExitError
+	return errors.As(err, &ee) && ee.ExitCode() == ExitStoreLocked
+}
+
 // startDaemon starts `ochatd serve` detached and returns a channel that
-// receives its exit (it is reaped in the background) and its pid.
-func startDaemon(o DialOptions) (exited <-chan error, pid int, logPath string, err error) {
+// receives its exit (it is reaped in the background), its pid, and its log
+// with the offset where its output starts.
+func startDaemon(o DialOptions) (exited <-chan error, pid int, logPath string, logOff int64, err error) {
 	exe := o.Exe
 	if exe == "" {
 		e, err := os.Executable()
 		if err != nil {
-			return nil, 0, "", fmt.Errorf("start daemon: find ochatd: %w", err)
+			return nil, 0, "", 0, fmt.Errorf("start daemon: find ochatd: %w", err)
 		}
 		exe = e
 	}
@@ -120,25 +162,28 @@ func startDaemon(o DialOptions) (exited <-chan error, pid int, logPath string, e
 	if logPath == "" {
 		db, err := history.DefaultPath(o.Workspace)
 		if err != nil {
-			return nil, 0, "", fmt.Errorf("start daemon: %w", err)
+			return nil, 0, "", 0, fmt.Errorf("start daemon: %w", err)
 		}
 		logPath = filepath.Join(filepath.Dir(db), "daemon.log")
 	}
 	if err := os.MkdirAll(filepath.Dir(logPath), 0o700); err != nil {
-		return nil, 0, "", fmt.Errorf("start daemon: %w", err)
+		return nil, 0, "", 0, fmt.Errorf("start daemon: %w", err)
 	}
 	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		return nil, 0, "", fmt.Errorf("start daemon: open log: %w", err)
+		return nil, 0, "", 0, fmt.Errorf("start daemon: open log: %w", err)
 	}
 	defer lf.Close()
+	if fi, err := lf.Stat(); err == nil {
+		logOff = fi.Size()
+	}
 	args := append([]string{"serve", "--workspace", o.Workspace}, o.ServeArgs...)
 	cmd := exec.Command(exe, args...)
 	cmd.Dir = o.Workspace
 	cmd.Stdout, cmd.Stderr = lf, lf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
-		return nil, 0, logPath, fmt.Errorf("start daemon %s: %w", exe, err)
+		return nil, 0, logPath, 0, fmt.Errorf("start daemon %s: %w", exe, err)
 	}
 	ch := make(chan error, 1)
 	go func() {
@@ -148,7 +193,29 @@ func startDaemon(o DialOptions) (exited <-chan error, pid int, logPath string, e
 		}
 		ch <- err
 	}()
-	return ch, cmd.Process.Pid, logPath, nil
+	return ch, cmd.Process.Pid, logPath, logOff, nil
+}
+
+// logSince is what was appended to the log at path from offset off, at
+// most its last n bytes.
+func logSince(path string, off, n int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || fi.Size() <= off {
+		return ""
+	}
+	if fi.Size()-off > n {
+		off = fi.Size() - n
+	}
+	b := make([]byte, fi.Size()-off)
+	if _, err := f.ReadAt(b, off); err != nil && !errors.Is(err, io.EOF) {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }
 
 func logTail(path string, n int64) string {

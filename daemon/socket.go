@@ -1,9 +1,11 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -14,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ochat-dev/ochat/history"
 )
 
 // ErrAlreadyRunning is returned by Listen when a daemon already answers on
@@ -49,16 +53,41 @@ func ResolveWorkspace(dir string) (string, error) {
 	}
 }
 
+// MaxSocketPath is the longest unix socket path Linux binds, in bytes:
+// sockaddr_un.sun_path is 108 bytes including the terminating NUL (unix(7)).
+const MaxSocketPath = 107
+
+// ErrSocketPathTooLong is wrapped by SocketPath and Listen for a socket
+// path longer than MaxSocketPath.
+var ErrSocketPathTooLong = errors.New("socket path too long")
+
+// socketDirPath is the per-user socket directory (not created):
+// $XDG_RUNTIME_DIR/ochat, else os.TempDir()/ochat-<uid>.
+func socketDirPath() string {
+	if rt := os.Getenv("XDG_RUNTIME_DIR"); rt != "" {
+		return filepath.Join(rt, "ochat")
+	}
+	return filepath.Join(os.TempDir(), "ochat-"+strconv.Itoa(os.Getuid()))
+}
+
+// checkSocketPathLen refuses a socket path the kernel would not bind,
+// saying which variable to shorten.
+func checkSocketPathLen(path string) error {
+	if len(path) <= MaxSocketPath {
+		return nil
+	}
+	fix := "set a shorter XDG_RUNTIME_DIR"
+	if os.Getenv("XDG_RUNTIME_DIR") == "" {
+		fix = "set XDG_RUNTIME_DIR to a short directory only you can access (TMPDIR is used without it)"
+	}
+	return fmt.Errorf("socket path %s is %d bytes, longer than the %d a unix socket path may have: %s: %w", path, len(path), MaxSocketPath, fix, ErrSocketPathTooLong)
+}
+
 // SocketDir returns (creating it, mode 0700) the per-user directory of
 // daemon sockets: $XDG_RUNTIME_DIR/ochat, else os.TempDir()/ochat-<uid>. It
 // refuses a directory that another user owns or that others can access.
 func SocketDir() (string, error) {
-	var dir string
-	if rt := os.Getenv("XDG_RUNTIME_DIR"); rt != "" {
-		dir = filepath.Join(rt, "ochat")
-	} else {
-		dir = filepath.Join(os.TempDir(), "ochat-"+strconv.Itoa(os.Getuid()))
-	}
+	dir := socketDirPath()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("socket dir: %w", err)
 	}
@@ -82,8 +111,15 @@ func SocketDir() (string, error) {
 }
 
 // SocketPath is the unix socket of the workspace's daemon:
-// SocketDir()/<first 16 hex digits of sha256(abs workspace)>.sock.
+// SocketDir()/<first 16 hex digits of sha256(abs workspace)>.sock. A path
+// longer than MaxSocketPath is an error wrapping ErrSocketPathTooLong that
+// says to set a shorter XDG_RUNTIME_DIR (checked before the directory is
+// created).
 func SocketPath(workspace string) (string, error) {
+	path := filepath.Join(socketDirPath(), WorkspaceHash(workspace)+".sock")
+	if err := checkSocketPathLen(path); err != nil {
+		return "", err
+	}
 	dir, err := SocketDir()
 	if err != nil {
 		return "", err
@@ -100,6 +136,9 @@ func WorkspaceHash(workspace string) string {
 // Listen listens on the unix socket path with mode 0600. A socket file no one
 // answers on is stale and removed; one that answers gives ErrAlreadyRunning.
 func Listen(path string) (net.Listener, error) {
+	if err := checkSocketPathLen(path); err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
 	if _, err := os.Lstat(path); err == nil {
 		d := net.Dialer{Timeout: 500 * time.Millisecond}
 		if c, err := d.DialContext(context.Background(), "unix", path); err == nil {
@@ -184,4 +223,157 @@ func AbsWorkspace(dir string) (string, error) {
 		return "", fmt.Errorf("workspace %s is not a directory", abs)
 	}
 	return abs, nil
+}
+
+// ExitStoreLocked is `ochatd serve`'s exit status when another process
+// holds the workspace's store (history.ErrLocked): a client that started it
+// keeps looking for the daemon that holds it rather than failing at once.
+const ExitStoreLocked = 3
+
+// RecordFile is the name of the daemon record beside the workspace's store.
+const RecordFile = "daemon.json"
+
+// Record is what a serving daemon writes to RecordPath(workspace) once it
+// listens (and removes when it exits cleanly), so that a client whose own
+// socket path differs (another XDG_RUNTIME_DIR or TMPDIR) still finds it —
+// the store path does not depend on those variables. JSON:
+// {"pid":123,"socket":"/run/user/1000/ochat/ab12….sock","env":{"XDG_RUNTIME_DIR":"/run/user/1000","TMPDIR":""},"startedAt":1764500000000}.
+type Record struct {
+	// PID is the daemon's process id.
+	PID int `json:"pid"`
+	// Socket is the absolute path of the socket it listens on.
+	Socket string `json:"socket"`
+	// Env holds the daemon's values of the variables its socket path
+	// depends on (XDG_RUNTIME_DIR, TMPDIR), "" for unset.
+	Env map[string]string `json:"env"`
+	// StartedAt is when it started listening, Unix ms.
+	StartedAt int64 `json:"startedAt"`
+}
+
+// socketEnv are the variables SocketPath depends on.
+func socketEnv() []string { return []string{"XDG_RUNTIME_DIR", "TMPDIR"} }
+
+// NewRecord is this process's record for a daemon listening on socket.
+func NewRecord(socket string) Record {
+	r := Record{PID: os.Getpid(), Socket: socket, Env: map[string]string{}, StartedAt: time.Now().UnixMilli()}
+	for _, k := range socketEnv() {
+		r.Env[k] = os.Getenv(k)
+	}
+	return r
+}
+
+// RecordPath is the daemon record of workspace: RecordFile in the
+// directory of its store (history.DefaultPath).
+func RecordPath(workspace string) (string, error) {
+	db, err := history.DefaultPath(workspace)
+	if err != nil {
+		return "", fmt.Errorf("daemon record: %w", err)
+	}
+	return filepath.Join(filepath.Dir(db), RecordFile), nil
+}
+
+// WriteRecord writes r to path atomically (a temporary file in the same
+// directory, mode 0600, renamed over path).
+func WriteRecord(path string, r Record) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("write daemon record: %w", err)
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), ".daemon-*.json")
+	if err != nil {
+		return fmt.Errorf("write daemon record: %w", err)
+	}
+	tmp := f.Name()
+	_, werr := f.Write(append(b, '\n'))
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Rename(tmp, path)
+	}
+	if werr != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write daemon record %s: %w", path, werr)
+	}
+	return nil
+}
+
+// ReadRecord reads the daemon record at path. A record file that is not
+// ours (owned by another uid) or not JSON is an error; a missing one wraps
+// os.ErrNotExist.
+func ReadRecord(path string) (Record, error) {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return Record{}, fmt.Errorf("read daemon record: %w", err)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || !fi.Mode().IsRegular() || int(st.Uid) != os.Getuid() {
+		return Record{}, fmt.Errorf("read daemon record %s: not a regular file of yours", path)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Record{}, fmt.Errorf("read daemon record: %w", err)
+	}
+	var r Record
+	if err := json.Unmarshal(b, &r); err != nil {
+		return Record{}, fmt.Errorf("read daemon record %s: %w", path, err)
+	}
+	if r.PID <= 0 || !filepath.IsAbs(r.Socket) {
+		return Record{}, fmt.Errorf("read daemon record %s: no pid or socket", path)
+	}
+	return r, nil
+}
+
+// RemoveRecord removes the record at path if it is pid's (a daemon that
+// took over since has written its own).
+func RemoveRecord(path string, pid int) error {
+	r, err := ReadRecord(path)
+	if err != nil || r.PID != pid {
+		return nil
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove daemon record: %w", err)
+	}
+	return nil
+}
+
+// processAlive reports whether pid is a live process of this user (a
+// zombie counts as gone).
+func processAlive(pid int) bool {
+	if pid <= 0 || syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) {
+		return b[i+2] != 'Z'
+	}
+	return true
+}
+
+// checkOwnSocket checks that path is a unix socket owned by this user in a
+// directory owned by this user that others cannot write: the same trust
+// SocketDir gives the socket directory.
+func checkOwnSocket(path string) error {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if fi.Mode().Type() != os.ModeSocket || !ok {
+		return fmt.Errorf("%s is not a socket", path)
+	}
+	if int(st.Uid) != os.Getuid() {
+		return fmt.Errorf("socket %s is owned by uid %d, not by you (uid %d)", path, st.Uid, os.Getuid())
+	}
+	dfi, err := os.Lstat(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	dst, ok := dfi.Sys().(*syscall.Stat_t)
+	if !dfi.IsDir() || !ok || int(dst.Uid) != os.Getuid() || dfi.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("socket directory %s is not a directory only you can write", filepath.Dir(path))
+	}
+	return nil
 }

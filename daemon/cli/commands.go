@@ -329,7 +329,21 @@ func runDoctor(ctx context.Context, env *Env, c common) int {
 				nc.Close()
 			}
 		} else {
-			note("no daemon running for this workspace (it starts on demand: `ochatd connect` / `ochatd chat`)")
+			// Started with another XDG_RUNTIME_DIR or TMPDIR? Its record
+			// beside the store says where it listens.
+			var ue *daemon.UnreachableError
+			nc, err := daemon.Dial(dctx, daemon.DialOptions{Workspace: ws})
+			switch {
+			case err == nil:
+				nc.Close()
+				daemonUp = true
+				rp, _ := daemon.RecordPath(ws)
+				ok("daemon answers on the socket recorded in %s, not on %s (it was started with another XDG_RUNTIME_DIR or TMPDIR; commands find it there)", rp, sock)
+			case errors.As(err, &ue):
+				bad(fmt.Sprintf("run ochatd with the daemon's environment, or stop it with `kill %d`", ue.PID), "%v", err)
+			default:
+				note("no daemon running for this workspace (it starts on demand: `ochatd connect` / `ochatd chat`)")
+			}
 		}
 		cancel()
 	}

@@ -158,7 +158,9 @@ func describeEnd(failed bool, stopReason, msg string) string {
 // daemon cancels its running turns, stops its agents and exits
 // (ochat/daemon/stop). While a turn is running it refuses (exit 1, naming
 // the conversations) unless --force. It never starts a daemon; with none
-// running it says so and succeeds.
+// running it says so and succeeds. A daemon started with another
+// XDG_RUNTIME_DIR is found through its record (daemon.Dial); one recorded
+// but unreachable is an error naming its pid and socket.
 func runStop(ctx context.Context, env *Env, args []string) int {
 	var c common
 	fs := newFlags(env, "stop", &c, false)
@@ -176,6 +178,10 @@ func runStop(ctx context.Context, env *Env, args []string) int {
 		return fail(env, "%v", err)
 	}
 	cl, err := dialRunning(ctx, env, ws)
+	var ue *daemon.UnreachableError
+	if errors.As(err, &ue) {
+		return fail(env, "stop: %v", err)
+	}
 	if err != nil {
 		fmt.Fprintf(env.Stdout, "no daemon is running for %s\n", ws)
 		return 0

@@ -1,14 +1,21 @@
 package cli
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
 )
 
 // TestMain removes the scripted agent built once per test binary, so test
-// runs leave nothing in $TMPDIR.
+// runs leave nothing in $TMPDIR. Run as `TESTBINARY serve …` — which is how
+// daemon.Dial auto-starts a daemon from a test, the test binary being
+// os.Executable() — it is `ochatd serve …`.
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "serve" {
+		env := &Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Version: "test", Getenv: os.Getenv}
+		os.Exit(Main(context.Background(), env, os.Args[1:]))
+	}
 	code := m.Run()
 	if testagentErr == nil && testagentBin != "" {
 		os.RemoveAll(filepath.Dir(testagentBin))

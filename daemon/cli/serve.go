@@ -43,7 +43,11 @@ func runServe(ctx context.Context, env *Env, args []string) int {
 	to.IdleTimeout = *idle
 	if err := serve(ctx, env, ws, to, log); err != nil {
 		log.Error("serve", "workspace", ws, "err", err)
-		return fail(env, "%v", err)
+		fail(env, "%v", err)
+		if errors.Is(err, history.ErrLocked) {
+			return daemon.ExitStoreLocked
+		}
+		return 1
 	}
 	return 0
 }
@@ -57,7 +61,13 @@ func serve(ctx context.Context, env *Env, ws string, o daemon.Options, log *slog
 	}
 	st, err := history.Open(dbPath)
 	if errors.Is(err, history.ErrLocked) {
-		return fmt.Errorf("another ochatd already serves %s (its store %s is locked): use `ochatd connect` or stop it first", ws, dbPath)
+		who := "another ochatd"
+		if rp, rerr := daemon.RecordPath(ws); rerr == nil {
+			if r, rerr := daemon.ReadRecord(rp); rerr == nil {
+				who = fmt.Sprintf("ochatd pid %d (socket %s)", r.PID, r.Socket)
+			}
+		}
+		return fmt.Errorf("%s already serves %s (store %s: %w): use `ochatd connect`, or `ochatd stop` first", who, ws, dbPath, history.ErrLocked)
 	}
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
@@ -82,6 +92,16 @@ func serve(ctx context.Context, env *Env, ws string, o daemon.Options, log *slog
 	ln, err := daemon.Listen(sock)
 	if err != nil {
 		return err
+	}
+	// The record lets a client whose socket path differs (another
+	// XDG_RUNTIME_DIR or TMPDIR) find this daemon; written once the socket
+	// answers, removed on the way out.
+	if rp, err := daemon.RecordPath(ws); err != nil {
+		log.Warn("daemon record", "err", err)
+	} else if err := daemon.WriteRecord(rp, daemon.NewRecord(sock)); err != nil {
+		log.Warn("daemon record", "err", err)
+	} else {
+		defer daemon.RemoveRecord(rp, os.Getpid())
 	}
 	o.Workspace, o.Store, o.Logger, o.Version = ws, st, log, env.Version
 	srv := daemon.New(o)
