@@ -350,11 +350,6 @@ export class BlockRenderer {
     return this.runJobs(deadline) && done;
   }
 
-  /** pending reports code still being highlighted (a fence open while streaming counts). */
-  get pending(): boolean {
-    return this.jobs.length > 0;
-  }
-
   private env(): Record<string, unknown> {
     return Object.keys(this.refs).length ? { references: { ...this.refs } } : {};
   }
