@@ -4,15 +4,23 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/ochat-dev/ochat/agents"
 	"github.com/ochat-dev/ochat/daemon"
+	"github.com/ochat-dev/ochat/history"
 	"github.com/ochat-dev/ochat/transcript"
 )
 
@@ -433,4 +441,493 @@ func (w *trustWorld) cl(t *testing.T) *daemon.Client {
 	}
 	t.Cleanup(func() { cl.Close() })
 	return cl
+}
+
+// chatWorld is a trustWorld (user agent "test" is the testagent) whose
+// daemon runs with opts; with gated, the workspace socket is a gatedProxy in
+// front of the daemon's real socket (realSock).
+type chatWorld struct {
+	*trustWorld
+	realSock string
+	proxy    *gatedProxy
+	stop     func() // stops the daemon (Serve, then Close); idempotent
+}
+
+func newChatWorld(t *testing.T, gated bool, opts daemon.Options) *chatWorld {
+	t.Helper()
+	bin := testagentPath(t)
+	base, err := os.MkdirTemp("", "occ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	w := &trustWorld{base: base, ws: filepath.Join(base, "ws"), cfg: filepath.Join(base, "config"), logPath: filepath.Join(base, "daemon.log")}
+	for _, d := range []string{"run", "state", "config/ochat", "home", "ws"} {
+		if err := os.MkdirAll(filepath.Join(base, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("XDG_RUNTIME_DIR", filepath.Join(base, "run"))
+	t.Setenv("XDG_STATE_HOME", filepath.Join(base, "state"))
+	t.Setenv("XDG_CONFIG_HOME", w.cfg)
+	t.Setenv("HOME", filepath.Join(base, "home"))
+	user := `{"agent_servers": {"test": {"command": "` + bin + `"}}}`
+	if err := os.WriteFile(filepath.Join(w.cfg, "ochat", "settings.json"), []byte(user), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logf, err := os.OpenFile(w.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := history.Open(filepath.Join(base, "state", "ochat.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock, err := daemon.SocketPath(w.ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cw := &chatWorld{trustWorld: w, realSock: sock}
+	if gated {
+		cw.realSock = filepath.Join(base, "real.sock")
+	}
+	ln, err := daemon.Listen(cw.realSock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gated {
+		pln, err := daemon.Listen(sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cw.proxy = &gatedProxy{ln: pln, real: cw.realSock, open: make(chan struct{})}
+		go cw.proxy.serve()
+		t.Cleanup(func() { pln.Close(); cw.proxy.release() })
+	}
+	opts.Workspace, opts.Store, opts.UserConfigDir, opts.Version = w.ws, st, w.cfg, "test"
+	opts.Logger = slog.New(slog.NewTextHandler(logf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	srv := daemon.New(opts)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); srv.Serve(ctx, ln) }()
+	var once sync.Once
+	cw.stop = func() {
+		once.Do(func() {
+			cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer ccancel()
+			srv.Close(cctx)
+			cancel()
+			<-done
+		})
+	}
+	t.Cleanup(func() {
+		cw.stop()
+		st.Close()
+		logf.Close()
+	})
+	return cw
+}
+
+// direct is a client of the daemon's real socket (never gated).
+func (cw *chatWorld) direct(t *testing.T) *daemon.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	nc, err := daemon.Dial(ctx, daemon.DialOptions{Workspace: cw.ws, Socket: cw.realSock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := daemon.NewClient(ctx, nc, "test-client", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	return cl
+}
+
+// gatedProxy forwards each connection on ln to the daemon socket real.
+// Once the client of a connection has sent ochat/chat/send, nothing more
+// goes from the daemon to that client until release: the client reads no
+// more, as a client stuck on a slow stdout would, and the daemon's queue
+// for it overflows.
+type gatedProxy struct {
+	ln   net.Listener
+	real string
+	open chan struct{}
+	once sync.Once
+}
+
+func (p *gatedProxy) release() { p.once.Do(func() { close(p.open) }) }
+
+func (p *gatedProxy) serve() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		d, err := net.Dial("unix", p.real)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		var sent atomic.Bool
+		go func() { // client → daemon
+			defer d.Close()
+			buf := make([]byte, 64<<10)
+			var tail []byte // the end of the previous read, for a name split across reads
+			for {
+				n, err := c.Read(buf)
+				if n > 0 {
+					if bytes.Contains(append(tail, buf[:n]...), []byte(daemon.MethodChatSend)) {
+						sent.Store(true)
+					}
+					tail = append(tail[:0], buf[max(0, n-64):n]...)
+					if _, werr := d.Write(buf[:n]); werr != nil {
+						return
+					}
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+		go func() { // daemon → client
+			defer c.Close()
+			buf := make([]byte, 32<<10)
+			for {
+				n, err := d.Read(buf)
+				if n > 0 {
+					if sent.Load() {
+						<-p.open
+					}
+					if _, werr := c.Write(buf[:n]); werr != nil {
+						return
+					}
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe to read while a command writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type chatResult struct {
+	code      int
+	out, errs string
+}
+
+// startChat runs `ochatd chat --workspace WS args…` in this process with
+// stdin; its stderr can be read while it runs.
+func startChat(ws string, stdin io.Reader, args ...string) (<-chan chatResult, *syncBuffer) {
+	done := make(chan chatResult, 1)
+	errb := &syncBuffer{}
+	go func() {
+		var out bytes.Buffer
+		env := &Env{Stdin: stdin, Stdout: &out, Stderr: errb, Version: "test", Getenv: os.Getenv}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		code := Main(ctx, env, append([]string{"chat", "--workspace", ws}, args...))
+		done <- chatResult{code, out.String(), errb.String()}
+	}()
+	return done, errb
+}
+
+// waitFor polls cond (every 20 ms, not a timing assertion) until it holds,
+// failing the test after a minute.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting: %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// floodText is FLOOD n's answer.
+func floodText(n int) string {
+	var b strings.Builder
+	for i := range n {
+		b.WriteString(strconv.Itoa(i) + " ")
+	}
+	return b.String()
+}
+
+// TestChatFallsBehind: a chat client that stops reading while the agent
+// floods is dropped by the daemon (ochat/resync); once it reads again it
+// prints the whole answer, in order, once, and ends with the turn's end —
+// the plain text exactly, and with --json events up to where it fell
+// behind, one resync line with the final message, and turn.completed last.
+// The daemon queues at most 64 notifications per client and the turn has
+// ended before the client reads again, so the catch-up comes from the store.
+func TestChatFallsBehind(t *testing.T) {
+	const n = 20000
+	want := floodText(n)
+	for _, asJSON := range []bool{false, true} {
+		t.Run(fmt.Sprintf("json=%v", asJSON), func(t *testing.T) {
+			cw := newChatWorld(t, true, daemon.Options{ClientQueue: 64})
+			args := []string{"--agent", "test", fmt.Sprintf("FLOOD %d", n)}
+			if asJSON {
+				args = append([]string{"--json"}, args...)
+			}
+			done, _ := startChat(cw.ws, strings.NewReader(""), args...)
+			cl := cw.direct(t)
+			waitFor(t, "the daemon dropping the stalled client", func() bool {
+				b, _ := os.ReadFile(cw.logPath)
+				return bytes.Contains(b, []byte("client fell behind"))
+			})
+			waitFor(t, "the turn to end", func() bool {
+				var res daemon.ListConversationsResult
+				if err := cl.Call(context.Background(), daemon.MethodConversationsList, nil, &res); err != nil {
+					t.Fatal(err)
+				}
+				return len(res.Conversations) == 1 && !res.Conversations[0].Running
+			})
+			cw.proxy.release()
+			r := <-done
+			if r.code != 0 {
+				t.Fatalf("exit %d\n%s", r.code, r.errs)
+			}
+			if !asJSON {
+				if r.out != want+"\n" {
+					t.Errorf("stdout is %d bytes, want %d; first difference at byte %d", len(r.out), len(want)+1, firstDiff(r.out, want+"\n"))
+				}
+				return
+			}
+			lines := strings.Split(strings.TrimSuffix(r.out, "\n"), "\n")
+			var text strings.Builder
+			var seq int64
+			resyncs := 0
+			for i, l := range lines {
+				var line struct {
+					TurnID string            `json:"turnId"`
+					Event  *transcript.Event `json:"event"`
+					Resync *ChatResync       `json:"resync"`
+				}
+				if err := json.Unmarshal([]byte(l), &line); err != nil || line.TurnID == "" {
+					t.Fatalf("line %d: %v: %s", i+1, err, l)
+				}
+				switch {
+				case line.Resync != nil:
+					resyncs++
+					if line.Resync.AfterSeq != seq || line.Resync.LastSeq != 0 || !strings.HasPrefix(line.Resync.Reason, "client fell more than 64") {
+						t.Errorf("resync line after seq %d: %+v", seq, line.Resync)
+					}
+					if got := messageText(line.Resync.Message); got != want {
+						t.Errorf("resync message text is %d bytes, want %d", len(got), len(want))
+					}
+					if !strings.HasPrefix(want, text.String()) {
+						t.Errorf("events before the resync are not a prefix of the answer")
+					}
+					text.Reset()
+					text.WriteString(want)
+				case line.Event != nil && line.Event.Type == transcript.EvContentDelta:
+					if line.Event.Seq != seq+1 {
+						t.Fatalf("line %d: seq %d after %d", i+1, line.Event.Seq, seq)
+					}
+					seq = line.Event.Seq
+					text.WriteString(line.Event.Delta)
+				case line.Event != nil && line.Event.Terminal():
+					if i != len(lines)-1 || line.Event.Type != transcript.EvTurnCompleted || line.Event.StopReason != "end_turn" {
+						t.Errorf("line %d of %d: %+v", i+1, len(lines), line.Event)
+					}
+				default:
+					t.Errorf("line %d: %s", i+1, l)
+				}
+			}
+			if resyncs != 1 || text.String() != want || !strings.Contains(lines[len(lines)-1], `"turn.completed"`) {
+				t.Errorf("%d resync lines, text %d bytes (want %d), last line %s", resyncs, text.Len(), len(want), lines[len(lines)-1])
+			}
+		})
+	}
+}
+
+func messageText(m transcript.Message) string {
+	var b strings.Builder
+	for _, s := range m.Segments {
+		if s.Type == transcript.SegContent {
+			b.WriteString(s.Content)
+		}
+	}
+	return b.String()
+}
+
+func firstDiff(a, b string) int {
+	i := 0
+	for i < len(a) && i < len(b) && a[i] == b[i] {
+		i++
+	}
+	return i
+}
+
+// TestCatchUp: after ochat/resync, what the new snapshot holds beyond what
+// was printed is printed once, from the replay events, from a truncated
+// turn's partial message, or from the stored message of a turn that ended.
+func TestCatchUp(t *testing.T) {
+	content := func(s string) transcript.Segment { return transcript.Segment{Type: transcript.SegContent, Content: s} }
+	tool := func(status string) transcript.Segment {
+		return transcript.Segment{Type: transcript.SegTool, ID: "t1", Name: "Read a.txt", Status: status}
+	}
+	delta := func(seq int64, s string) transcript.Event {
+		return transcript.Event{Type: transcript.EvContentDelta, Seq: seq, Delta: s}
+	}
+	tests := []struct {
+		name      string
+		json      bool
+		sub       daemon.SubscribeResult
+		out       string // stdout after "0 1 2 " and the tool line were printed live
+		done      bool
+		code      int
+		lastSeq   int64
+		errSubstr string
+	}{
+		{
+			name: "replay events",
+			sub: daemon.SubscribeResult{Running: &daemon.RunningTurn{TurnID: "T", LastSeq: 6,
+				Events: []transcript.Event{delta(1, "0 "), delta(2, "1 "), delta(3, "2 "), delta(4, "3 "), delta(5, "4 "), delta(6, "5 ")}}},
+			out: "3 4 5 ", lastSeq: 6,
+		},
+		{
+			name: "replay ends the turn",
+			sub: daemon.SubscribeResult{Running: &daemon.RunningTurn{TurnID: "T", LastSeq: 5,
+				Events: []transcript.Event{delta(4, "3 "), {Type: transcript.EvTurnCompleted, Seq: 5, StopReason: "end_turn"}}}},
+			out: "3 \n", done: true, lastSeq: 5,
+		},
+		{
+			name: "truncated",
+			sub: daemon.SubscribeResult{Running: &daemon.RunningTurn{TurnID: "T", Truncated: true, LastSeq: 90,
+				Message: &transcript.Message{Segments: []transcript.Segment{content("0 1 "), tool("completed"), content("2 3 4")}}}},
+			out: "\n[tool] Read a.txt (completed)\n3 4", lastSeq: 90,
+		},
+		{
+			name: "ended while behind",
+			sub: daemon.SubscribeResult{Messages: []transcript.Message{{ID: "U", Role: transcript.RoleUser, Content: "x"},
+				{ID: "T", Role: transcript.RoleAssistant, Status: transcript.StatusFailed, Error: "agent exited \x1b[2J",
+					Segments: []transcript.Segment{content("0 1 2 3 ")}}}},
+			out: "3 \n", done: true, code: 1, lastSeq: 3, errSubstr: "turn failed: agent exited ^[[2J",
+		},
+		{
+			name: "ended while behind, json",
+			json: true,
+			sub: daemon.SubscribeResult{Messages: []transcript.Message{{ID: "T", Role: transcript.RoleAssistant, Status: transcript.StatusCompleted, StopReason: "end_turn",
+				Segments: []transcript.Segment{content("0 1 2 3 ")}}}},
+			out: `{"conversationId":"C","turnId":"T","messageId":"T","agent":"test","resync":{"reason":"behind","afterSeq":3,"message":{"id":"T","timestamp":0,"role":"assistant","segments":[{"type":"content","content":"0 1 2 3 "}],"status":"completed","stopReason":"end_turn"}}}` + "\n" +
+				`{"conversationId":"C","turnId":"T","messageId":"T","agent":"test","event":{"type":"turn.completed","stopReason":"end_turn"}}` + "\n",
+			done: true, lastSeq: 3,
+		},
+		{
+			name: "truncated, json",
+			json: true,
+			sub: daemon.SubscribeResult{Running: &daemon.RunningTurn{TurnID: "T", Agent: "test", Truncated: true, LastSeq: 9,
+				Message: &transcript.Message{ID: "T", Segments: []transcript.Segment{content("0 1 2 3 ")}}}},
+			out:     `{"conversationId":"C","turnId":"T","messageId":"T","agent":"test","resync":{"reason":"behind","afterSeq":3,"lastSeq":9,"message":{"id":"T","timestamp":0,"role":"","segments":[{"type":"content","content":"0 1 2 3 "}]}}}` + "\n",
+			lastSeq: 9,
+		},
+		{
+			name:    "another turn running",
+			sub:     daemon.SubscribeResult{Running: &daemon.RunningTurn{TurnID: "T2"}, Messages: []transcript.Message{{ID: "T", Status: transcript.StatusCancelled}}},
+			out:     "\n",
+			done:    true,
+			code:    exitCancelledElsewhere,
+			lastSeq: 3,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			ct := &chatTurn{env: &Env{Stdout: &out, Stderr: &errb}, json: tt.json, agent: "test", atLineStart: true, interrupted: make(chan struct{}),
+				res:   daemon.SendResult{ConversationID: "C", TurnID: "T", AssistantMessageID: "T"},
+				tools: map[string]string{}, toolNames: map[string]string{}, files: map[string]string{}, asked: map[string]bool{}}
+			if !tt.json { // printed live before falling behind
+				ct.show(delta(1, "0 "))
+				ct.show(transcript.Event{Type: transcript.EvActivityUpsert, Segment: ptrTo(tool("running"))})
+				ct.show(delta(2, "1 "))
+				ct.show(delta(3, "2 "))
+				out.Reset()
+			}
+			ct.lastSeq = 3
+			code, done := ct.catchUp(context.Background(), tt.sub, "behind")
+			if out.String() != tt.out || done != tt.done || code != tt.code || ct.lastSeq != tt.lastSeq {
+				t.Errorf("catchUp = %d, %v, lastSeq %d; stdout:\n%q\nwant %d, %v, lastSeq %d; stdout:\n%q", code, done, ct.lastSeq, out.String(), tt.code, tt.done, tt.lastSeq, tt.out)
+			}
+			if !strings.Contains(errb.String(), tt.errSubstr) {
+				t.Errorf("stderr %q lacks %q", errb.String(), tt.errSubstr)
+			}
+		})
+	}
+}
+
+// TestChatSignalCancels: SIGHUP (the terminal closed) and SIGTERM cancel a
+// turn waiting on a permission question exactly as Ctrl-C does: the
+// question is answered cancelled, the turn ends cancelled, nothing is
+// written, and the exit status is 128 + the signal's number. The signal is
+// sent to this test process, where chat has registered for it.
+func TestChatSignalCancels(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGHUP, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			w := userAgentWorld(t)
+			pr, pw := io.Pipe() // a terminal nobody types into
+			defer pw.Close()
+			done, errb := startChat(w.ws, pr, "--agent", "test", "WRITE sig.txt hi")
+			waitFor(t, "the permission question", func() bool { return strings.Contains(errb.String(), "choose 1-3") })
+			if err := syscall.Kill(os.Getpid(), sig); err != nil {
+				t.Fatal(err)
+			}
+			var r chatResult
+			select {
+			case r = <-done:
+			case <-time.After(time.Minute):
+				t.Fatal("chat did not end after the signal")
+			}
+			if r.code != 128+int(sig) || !strings.Contains(r.errs, sig.String()+": cancelling the turn") || !strings.Contains(r.errs, "(stopped: cancelled)") {
+				t.Errorf("exit %d, stderr:\n%s", r.code, r.errs)
+			}
+			if _, err := os.Stat(filepath.Join(w.ws, "sig.txt")); err == nil {
+				t.Error("sig.txt was written")
+			}
+		})
+	}
+}
+
+// TestChatDaemonStops: the daemon stopping mid-turn ends the turn as
+// failed ("daemon stopped"): chat says so cleanly with exit 1, not as a
+// lost connection. The conversation id is on stderr while the turn runs.
+func TestChatDaemonStops(t *testing.T) {
+	cw := newChatWorld(t, false, daemon.Options{})
+	done, errb := startChat(cw.ws, strings.NewReader(""), "--agent", "test", "SLOW 400")
+	waitFor(t, "the conversation id and the turn's first chunk", func() bool {
+		return strings.Contains(errb.String(), "(to stop the turn from elsewhere: ochatd cancel --workspace "+cw.ws+" ")
+	})
+	cl := cw.direct(t)
+	waitFor(t, "the turn to run", func() bool {
+		var res daemon.ListConversationsResult
+		return cl.Call(context.Background(), daemon.MethodConversationsList, nil, &res) == nil && len(res.Conversations) == 1 && res.Conversations[0].Running
+	})
+	cw.stop()
+	r := <-done
+	if r.code != 1 || !strings.Contains(r.errs, "ochatd: turn failed: daemon stopped\nhint: the daemon stopped") || strings.Contains(r.errs, "connection to the daemon ended") {
+		t.Errorf("exit %d, stderr:\n%s", r.code, r.errs)
+	}
+	if !strings.HasPrefix(r.errs, "conversation: ") {
+		t.Errorf("stderr does not start with the conversation id:\n%s", r.errs)
+	}
 }
