@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"unicode/utf8"
 )
 
 // The Claude listing runs the same reader as Read (claudeReader with skim
@@ -64,15 +65,28 @@ func skimClaudeMessage(raw []byte, user bool) (m claudeMessage, text string, blo
 		return m, "", nil, false
 	}
 	blocks = []claudeBlock{}
-	ok = arrayElems(content, func(v []byte) bool {
-		b, good := skimClaudeBlock(v, user)
-		blocks = append(blocks, b)
-		return good
-	})
-	if !ok {
-		return m, "", nil, false
+	i := skipSpace(content, 1)
+	if i < len(content) && content[i] == ']' {
+		return m, "", blocks, skipSpace(content, i+1) == len(content)
 	}
-	return m, "", blocks, true
+	for {
+		b, end, good := skimClaudeBlock(content, i, user)
+		if !good {
+			return m, "", nil, false
+		}
+		blocks = append(blocks, b)
+		i = skipSpace(content, end)
+		if i >= len(content) {
+			return m, "", nil, false
+		}
+		if content[i] == ']' {
+			return m, "", blocks, skipSpace(content, i+1) == len(content)
+		}
+		if content[i] != ',' {
+			return m, "", nil, false
+		}
+		i = skipSpace(content, i+1)
+	}
 }
 
 // skimStringField mirrors decoding a JSON value into a string field: a
@@ -80,28 +94,29 @@ func skimClaudeMessage(raw []byte, user bool) (m claudeMessage, text string, blo
 // tolerates the type error).
 func skimStringField(v []byte, old string) string {
 	if len(v) > 0 && v[0] == '"' {
-		if s, ok := rawString(v); ok {
+		if s, ok := rawString(v); ok && utf8.ValidString(s) {
 			return s
 		}
-		return jsonString(v)
+		return jsonString(v) // escapes; invalid UTF-8 becomes U+FFFD as in encoding/json
 	}
 	return old
 }
 
-// skimClaudeBlock mirrors json.Unmarshal of one element of a content array
-// into claudeBlock (strict: a field of the wrong type fails the line).
-func skimClaudeBlock(v []byte, user bool) (claudeBlock, bool) {
-	var b claudeBlock
-	if string(v) == "null" {
-		return b, true
+// skimClaudeBlock mirrors json.Unmarshal of the element of a content array
+// that starts at content[i] into claudeBlock (strict: a field of the wrong
+// type fails the line). end is the index just after the element.
+func skimClaudeBlock(content []byte, i int, user bool) (b claudeBlock, end int, ok bool) {
+	if i >= len(content) {
+		return b, 0, false
 	}
-	if len(v) == 0 || v[0] != '{' {
-		return b, false
+	if content[i] != '{' {
+		e, ok := skipValue(content, i)
+		return b, e, ok && string(content[i:e]) == "null"
 	}
 	isStr := func(v []byte) bool { return v[0] == '"' || string(v) == "null" }
 	good := true
 	var text, thinking, input []byte
-	objectFields(v, func(k, val []byte) bool {
+	end, ok = objectFieldsAt(content, i, func(k, val []byte) bool {
 		switch {
 		case bytes.EqualFold(k, []byte("type")):
 			good = good && isStr(val)
@@ -158,8 +173,8 @@ func skimClaudeBlock(v []byte, user bool) (claudeBlock, bool) {
 		}
 		return true
 	})
-	if !good {
-		return b, false
+	if !ok || !good {
+		return b, 0, false
 	}
 	if user {
 		b.Text = skimStringField(text, "")
@@ -171,7 +186,7 @@ func skimClaudeBlock(v []byte, user bool) (claudeBlock, bool) {
 	if b.Name == "TodoWrite" && input != nil {
 		b.Input = json.RawMessage(bytes.Clone(input)) // build reads it after the line buffer is reused
 	}
-	return b, true
+	return b, end, true
 }
 
 // skimNonEmpty is skimPlaceholder for a non-empty JSON string value, ""
@@ -181,36 +196,6 @@ func skimNonEmpty(v []byte) string {
 		return skimPlaceholder
 	}
 	return ""
-}
-
-// arrayElems calls fn with each raw element of the JSON array b. It
-// reports whether b was a well-formed array and fn accepted every element.
-func arrayElems(b []byte, fn func(v []byte) bool) bool {
-	i := skipSpace(b, 0)
-	if i >= len(b) || b[i] != '[' {
-		return false
-	}
-	i = skipSpace(b, i+1)
-	if i < len(b) && b[i] == ']' {
-		return skipSpace(b, i+1) == len(b)
-	}
-	for {
-		e, ok := skipValue(b, i)
-		if !ok || !fn(b[i:e]) {
-			return false
-		}
-		i = skipSpace(b, e)
-		if i >= len(b) {
-			return false
-		}
-		if b[i] == ']' {
-			return skipSpace(b, i+1) == len(b)
-		}
-		if b[i] != ',' {
-			return false
-		}
-		i = skipSpace(b, i+1)
-	}
 }
 
 // hasControl reports whether b holds a byte below 0x20. In compact JSON

@@ -3,6 +3,7 @@ package native
 import (
 	"bytes"
 	"encoding/json"
+	"math/rand"
 	"os"
 	"path/filepath"
 	"testing"
@@ -115,4 +116,92 @@ func FuzzSkim(f *testing.F) {
 			}
 		}
 	})
+}
+
+// FuzzClaudeListing checks that the Claude listing (claudeMeta, the reader
+// in skim mode) shows what the full reader gives, for every input whose
+// lines are either valid compact JSON or structurally broken (truncated,
+// glued, NUL runs, control characters): what the stores write and how
+// their files break. Lines that are balanced but lexically invalid in
+// another way (a bad escape or literal, a tab between tokens) are outside
+// the contract and skip the input.
+func FuzzClaudeListing(f *testing.F) {
+	seeds(f, "testdata/claude/*/*.jsonl")
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if !inListingContract(data) {
+			t.Skip("a balanced line that is lexically invalid JSON, or valid JSON with a raw control byte")
+		}
+		if d := claudeListingDiff(t, data); len(d) > 0 {
+			t.Errorf("listing differs from read: %v", d)
+		}
+	})
+}
+
+// inListingContract reports whether every line of data is valid JSON
+// without raw control bytes, or not a balanced object at all, or holds a
+// NUL or control byte (both readers skip those).
+func inListingContract(data []byte) bool {
+	for _, line := range bytes.Split(data, []byte("\n")) {
+		if json.Valid(line) == hasControl(line) && bytes.IndexByte(line, 0) < 0 && objectFields(line, func(_, _ []byte) bool { return true }) {
+			return false
+		}
+	}
+	return true
+}
+
+// claudeListingDiff runs the full reader and the listing on one file's
+// bytes and returns where they disagree.
+func claudeListingDiff(t *testing.T, data []byte) []string {
+	t.Helper()
+	r := newClaudeReader("/x/s.jsonl")
+	readLines(data, r.add, &r.t.Diagnostics)
+	tr := r.build()
+	s, ok, err := claudeMeta("/x/s.jsonl", bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return parityDiff(AgentClaude, s, ok, tr)
+}
+
+// TestClaudeListingMatchesReadMutated is FuzzClaudeListing over a fixed,
+// seeded set of mutations of every small Claude fixture (a byte replaced
+// by any byte or by JSON punctuation, a byte deleted, a line repeated),
+// so the contract is checked on every run, not only while fuzzing.
+func TestClaudeListingMatchesReadMutated(t *testing.T) {
+	files, _ := filepath.Glob("testdata/claude/*/*.jsonl")
+	rng := rand.New(rand.NewSource(7))
+	tried := 0
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil || len(data) == 0 || len(data) > 64<<10 {
+			continue
+		}
+		for k := 0; k < 150; k++ {
+			d := bytes.Clone(data)
+			for j := 0; j < 1+rng.Intn(3); j++ {
+				switch rng.Intn(4) {
+				case 0:
+					d[rng.Intn(len(d))] = byte(rng.Intn(256))
+				case 1:
+					d[rng.Intn(len(d))] = "{}[]\",:\n"[rng.Intn(8)]
+				case 2:
+					i := rng.Intn(len(d))
+					d = append(d[:i:i], d[i+1:]...)
+				case 3:
+					lines := bytes.SplitAfter(d, []byte("\n"))
+					d = append(d, lines[rng.Intn(len(lines))]...)
+				}
+			}
+			if !inListingContract(d) {
+				continue
+			}
+			tried++
+			if diff := claudeListingDiff(t, d); len(diff) > 0 {
+				t.Fatalf("mutation %d of %s: %v\n%s", k, f, diff, d)
+			}
+		}
+	}
+	if tried < 1000 {
+		t.Errorf("only %d mutations inside the contract", tried)
+	}
 }

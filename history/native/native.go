@@ -187,7 +187,7 @@ func cacheKey(agent, ws, path string, size, mtimeNs int64) string {
 }
 
 // cacheVersion changes whenever the meaning of cached Session JSON changes.
-const cacheVersion = 2
+const cacheVersion = 3
 
 func encodeSession(s Session) []byte {
 	b, _ := json.Marshal(s) // Session has no unmarshalable fields

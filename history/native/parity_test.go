@@ -230,3 +230,16 @@ func TestOpenCodeListingMatchesRead(t *testing.T) {
 		}
 	}
 }
+
+// TestClaudeRepeatedUUIDs is the reported case: lines appended again with
+// uuids already in the file (resume and compaction rewrites) change
+// neither the transcript nor the listing's counts.
+func TestClaudeRepeatedUUIDs(t *testing.T) {
+	orig := readClaudeT(t, "testdata/claude/recorded/24cb974b-077a-4ab3-bdf4-622ee8278cca.jsonl")
+	rep := readClaudeT(t, "testdata/claude/traps/repeated_uuids.jsonl")
+	eqShape(t, shape(rep), shape(orig))
+	s, ok := listingMeta(t, AgentClaude, "testdata/claude/traps/repeated_uuids.jsonl")
+	if !ok || s.MessageCount != orig.MessageCount || s.ToolCount != orig.ToolCount || rep.MessageCount != orig.MessageCount {
+		t.Errorf("messageCount: listing %d, read %d, original %d (tools %d/%d)", s.MessageCount, rep.MessageCount, orig.MessageCount, s.ToolCount, orig.ToolCount)
+	}
+}

@@ -94,44 +94,53 @@ func skipValue(b []byte, i int) (int, bool) {
 // looked like one complete object (stopping early counts as well-formed
 // only up to that point).
 func objectFields(b []byte, fn func(key, val []byte) bool) bool {
-	i := skipSpace(b, 0)
-	if i >= len(b) || b[i] != '{' {
+	end, ok := objectFieldsAt(b, skipSpace(b, 0), fn)
+	if !ok {
 		return false
+	}
+	return end < 0 || skipSpace(b, end) == len(b)
+}
+
+// objectFieldsAt is objectFields for the object that starts at b[i]; it
+// returns the index just after the object (-1 when fn stopped early).
+func objectFieldsAt(b []byte, i int, fn func(key, val []byte) bool) (int, bool) {
+	if i >= len(b) || b[i] != '{' {
+		return 0, false
 	}
 	i = skipSpace(b, i+1)
 	if i < len(b) && b[i] == '}' {
-		return skipSpace(b, i+1) == len(b)
+		return i + 1, true
 	}
 	for {
 		if i >= len(b) || b[i] != '"' {
-			return false
+			return 0, false
 		}
 		ke, ok := skipString(b, i)
 		if !ok {
-			return false
+			return 0, false
 		}
 		key := b[i+1 : ke-1]
 		i = skipSpace(b, ke)
 		if i >= len(b) || b[i] != ':' {
-			return false
+			return 0, false
 		}
 		i = skipSpace(b, i+1)
 		ve, ok := skipValue(b, i)
 		if !ok {
-			return false
+			return 0, false
 		}
 		if !fn(key, b[i:ve]) {
-			return true
+			return -1, true
 		}
 		i = skipSpace(b, ve)
 		if i >= len(b) {
-			return false
+			return 0, false
 		}
 		if b[i] == '}' {
-			return skipSpace(b, i+1) == len(b)
+			return i + 1, true
 		}
 		if b[i] != ',' {
-			return false
+			return 0, false
 		}
 		i = skipSpace(b, i+1)
 	}
