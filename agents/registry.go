@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -454,7 +455,7 @@ func parseSettings(b []byte) (entries map[string]settingsEntry, bad map[string]e
 		AgentServers map[string]json.RawMessage `json:"agent_servers"`
 	}
 	if err := json.Unmarshal(std, &f); err != nil {
-		return nil, nil, positioned(std, 0, err)
+		return nil, nil, positioned(std, 0, jsonPathError("", err))
 	}
 	entries = make(map[string]settingsEntry, len(f.AgentServers))
 	for name, raw := range f.AgentServers {
@@ -463,12 +464,69 @@ func parseSettings(b []byte) (entries map[string]settingsEntry, bad map[string]e
 			if bad == nil {
 				bad = make(map[string]error)
 			}
-			bad[name] = positioned(std, max(0, bytes.Index(std, raw)), err)
+			bad[name] = positioned(std, max(0, bytes.Index(std, raw)), jsonPathError("agent_servers."+name, err))
 			continue
 		}
 		entries[name] = e
 	}
 	return entries, bad, nil
+}
+
+// jsonPathError rewrites a decoding error that names Go types ("Go struct
+// field settingsEntry.command of type string") with the JSON path under
+// prefix ("agent_servers.NAME.command: a number where a string belongs").
+func jsonPathError(prefix string, err error) error {
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) {
+		return err
+	}
+	path := te.Field
+	if prefix != "" && path != "" {
+		path = prefix + "." + path
+	} else if path == "" {
+		path = prefix
+	}
+	want := "a " + te.Type.Kind().String()
+	switch te.Type.Kind() {
+	case reflect.Slice, reflect.Array:
+		want = "an array"
+	case reflect.Map, reflect.Struct:
+		want = "an object"
+	case reflect.Bool:
+		want = "true or false"
+	case reflect.Pointer:
+		want = "a " + te.Type.Elem().Kind().String()
+	}
+	msg := fmt.Sprintf("%s where %s belongs", jsonValue(te.Value), want)
+	if path != "" {
+		msg = path + ": " + msg
+	}
+	return &pathError{msg: msg, err: err}
+}
+
+// pathError is a decoding error said with its JSON path; it wraps the
+// original (whose offset positioned reads).
+type pathError struct {
+	msg string
+	err error
+}
+
+func (e *pathError) Error() string { return e.msg }
+func (e *pathError) Unwrap() error { return e.err }
+
+// jsonValue names the kind of JSON value UnmarshalTypeError.Value holds.
+func jsonValue(v string) string {
+	switch {
+	case v == "array" || v == "object":
+		return "an " + v
+	case v == "string":
+		return "a string"
+	case v == "bool":
+		return "true or false"
+	case strings.HasPrefix(v, "number"):
+		return "a number"
+	}
+	return v
 }
 
 // positioned adds "line L, column C" of std to a decoding error whose offset
@@ -577,12 +635,24 @@ func (r *Registry) status(spec Spec) Status {
 		st.Reason = fmt.Sprintf("%s is not on PATH and npx (Node.js) is not installed", b.command)
 		return st
 	}
+	field := "agent_servers." + spec.Name
+	// "command": "/path/agent --acp": the program exists, the arguments
+	// belong in "args".
+	if prog, rest, ok := strings.Cut(strings.TrimSpace(spec.Command), " "); ok && prog != "" {
+		if _, err := r.lookPath(prog); err == nil {
+			args, _ := json.Marshal(append(strings.Fields(rest), spec.Args...))
+			st.Reason = fmt.Sprintf("command %q is not a program: %s.command names the program only", spec.Command, field)
+			st.Install = fmt.Sprintf(`put arguments in "args": set %s.command to %q and %s.args to %s in %s`, field, prog, field, args, sourceFile(spec.Source))
+			return st
+		}
+	}
 	if strings.ContainsRune(spec.Command, filepath.Separator) {
 		st.Reason = fmt.Sprintf("command %s does not exist or is not executable", spec.Command)
+		st.Install = "fix " + field + ".command in " + sourceFile(spec.Source) + " (no executable at that path)"
 	} else {
 		st.Reason = fmt.Sprintf("command %s is not on PATH", spec.Command)
+		st.Install = "install " + spec.Command + " or fix " + field + ".command in " + sourceFile(spec.Source)
 	}
-	st.Install = "install " + spec.Command + " or fix agent_servers." + spec.Name + ".command in " + sourceFile(spec.Source)
 	return st
 }
 

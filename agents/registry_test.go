@@ -437,3 +437,79 @@ func TestLoadRegistryRealPath(t *testing.T) {
 		t.Errorf("Lookup: %v", err)
 	}
 }
+
+// TestUnavailableCommandAdvice: the fix offered for a command that cannot
+// start fits the mistake: arguments written into "command" are to go in
+// "args"; a missing path is to be fixed, not "installed"; a name not on
+// PATH is to be installed.
+func TestUnavailableCommandAdvice(t *testing.T) {
+	tests := []struct {
+		name, entry          string
+		reason, install, not string
+	}{
+		{"args in command", `{"command": "/opt/bin/testagent --acp --verbose", "args": ["x"]}`,
+			`"/opt/bin/testagent --acp --verbose" is not a program`,
+			`put arguments in "args": set agent_servers.mine.command to "/opt/bin/testagent" and agent_servers.mine.args to ["--acp","--verbose","x"]`,
+			"install /opt"},
+		{"args in command, name on PATH", `{"command": "mine-acp serve"}`,
+			`"mine-acp serve" is not a program`, `put arguments in "args"`, "install mine-acp"},
+		{"missing path", `{"command": "/opt/bin/missing"}`,
+			"/opt/bin/missing does not exist or is not executable", "fix agent_servers.mine.command in", "install /opt"},
+		{"missing path with args", `{"command": "/opt/bin/missing --acp"}`,
+			"does not exist or is not executable", "fix agent_servers.mine.command", `put arguments in "args"`},
+		{"not on PATH", `{"command": "nosuch-acp"}`,
+			"nosuch-acp is not on PATH", "install nosuch-acp or fix agent_servers.mine.command", `"args"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := t.TempDir()
+			writeSettings(t, filepath.Join(cfg, "ochat", "settings.json"), `{"agent_servers": {"mine": `+tt.entry+`}}`)
+			lookPath := func(n string) (string, error) {
+				if n == "/opt/bin/testagent" || n == "mine-acp" {
+					return n, nil
+				}
+				return "", exec.ErrNotFound
+			}
+			r, err := loadRegistry(cfg, t.TempDir(), lookPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := statusOf(t, r, "mine")
+			if st.Available || !strings.Contains(st.Reason, tt.reason) || !strings.Contains(st.Install, tt.install) ||
+				strings.Contains(st.Install, tt.not) {
+				t.Errorf("reason %q\ninstall %q\nwant reason ∋ %q, install ∋ %q, install ∌ %q", st.Reason, st.Install, tt.reason, tt.install, tt.not)
+			}
+		})
+	}
+}
+
+// TestSettingsErrorsSayTheJSONPath: a value of the wrong type is reported
+// with its JSON path, not the Go struct that decodes it.
+func TestSettingsErrorsSayTheJSONPath(t *testing.T) {
+	tests := []struct {
+		body, want string
+	}{
+		{`{"agent_servers": {"mine": {"command": 5}}}`, "agent_servers.mine.command: a number where a string belongs"},
+		{`{"agent_servers": {"mine": {"command": "x", "args": "--acp"}}}`, "agent_servers.mine.args: a string where an array belongs"},
+		{`{"agent_servers": {"mine": {"command": "x", "env": ["A=1"]}}}`, "agent_servers.mine.env: an array where an object belongs"},
+		{`{"agent_servers": ["mine"]}`, "agent_servers: an array where an object belongs"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) {
+			cfg := t.TempDir()
+			writeSettings(t, filepath.Join(cfg, "ochat", "settings.json"), tt.body)
+			r, err := loadRegistry(cfg, t.TempDir(), fakePath())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var msgs []string
+			for _, p := range r.Problems() {
+				msgs = append(msgs, p.String())
+			}
+			all := strings.Join(msgs, "\n")
+			if !strings.Contains(all, tt.want) || strings.Contains(all, "settingsEntry") || strings.Contains(all, "Go struct") || strings.Contains(all, "Go value") {
+				t.Errorf("problems:\n%s\nwant %q", all, tt.want)
+			}
+		})
+	}
+}

@@ -99,7 +99,7 @@ func printAgents(env *Env, list []agents.Status) {
 		}
 		if !a.Available {
 			fmt.Fprintf(env.Stdout, "\n%s: %s", a.Name, a.Reason)
-			if a.Install != "" && a.Untrusted {
+			if a.Install != "" && (a.Untrusted || a.Source != "builtin") {
 				fmt.Fprintf(env.Stdout, "\n  to fix: %s", a.Install)
 			} else if a.Install != "" {
 				fmt.Fprintf(env.Stdout, "\n  install: %s", a.Install)
@@ -426,7 +426,11 @@ func runDoctor(ctx context.Context, env *Env, c common) int {
 			if fix == "" {
 				fix = "install it or fix agent_servers." + a.Name + " in settings.json"
 			}
-			note("agent %s unavailable: %s (install: %s)", a.Name, a.Reason, fix)
+			label := "to fix"
+			if a.Source == "builtin" {
+				label = "install"
+			}
+			note("agent %s unavailable: %s (%s: %s)", a.Name, a.Reason, label, fix)
 		}
 	}
 	if !anyReady {
