@@ -4,7 +4,8 @@
 // the functions with the most self time (build with NODE_ENV=development for
 // readable names). IDLE_MS (default 500) is how long the panel is idle
 // between getting the conversation and the first streamed event; 0 streams
-// into a cold panel; KIND=list streams long lists instead. Usage: node test/webview/stream-bench.mjs
+// into a cold panel; KIND=list streams long lists instead; CHUNK=16 sends
+// 16-character pieces instead of whole lines (frames end mid-line). Usage: node test/webview/stream-bench.mjs
 import { launch, open } from './harness.mjs';
 import { runStream, listLine } from './stream.mjs';
 
@@ -21,7 +22,7 @@ for (let i = 0; i < runs; i++) {
     await cdp.send('Profiler.setSamplingInterval', { interval: 200 });
     await cdp.send('Profiler.start');
   }
-  const r = await runStream(page, { idleMs: Number(process.env.IDLE_MS ?? 500), ...(process.env.KIND === 'list' ? { lines: listLine, marker: (n) => `continued ${n}` } : {}) });
+  const r = await runStream(page, { idleMs: Number(process.env.IDLE_MS ?? 500), chunk: Number(process.env.CHUNK ?? 0), ...(process.env.KIND === 'list' ? { lines: listLine, marker: (n) => `continued ${n}` } : {}) });
   all.push(r);
   console.log(`run ${i + 1}: done ${r.done.toFixed(0)} ms, ${r.frames} render frames (${r.rafFrames} rAF), longest frame ${r.maxFrame.toFixed(1)} ms, p95 ${r.p95Frame.toFixed(1)} ms, worst lag ${r.maxLag.toFixed(0)} ms, final ${r.final.toFixed(0)} ms${errors.length ? ', errors: ' + errors.join('; ') : ''}`);
   if (process.env.VERBOSE === '1') for (const f of r.longFrames) console.log('  long frame', JSON.stringify(f));

@@ -36,17 +36,18 @@ export function streamLine(j) {
 /**
  * runStream gives an opened page the conversation, waits idleMs (the panel is
  * idle a moment before an answer streams while the user types; it warms its
- * renderer then), streams the answer and returns the figures:
+ * renderer then), streams the answer (each line an event, or chunk-character
+ * pieces when chunk is set) and returns the figures:
  * events, posted (ms to post them all), done (ms until line 5000 is on
  * screen), final (ms for the turn end's render), frames (render frames the
  * webview counted), maxFrame / p95Frame (ms between animation frames while
  * streaming), maxLag (ms), longFrames (long-animation-frame entries, when
  * Chromium reports them: duration, script and style/layout ms).
  */
-export async function runStream(page, { N = 5000, idleMs = 500, lines = streamLine, marker = (n) => `line ${n} with` } = {}) {
+export async function runStream(page, { N = 5000, idleMs = 500, lines = streamLine, marker = (n) => `line ${n} with`, chunk = 0 } = {}) {
   await host(page, streamInit());
   if (idleMs) await page.waitForTimeout(idleMs);
-  return page.evaluate(async ({ N, lineSrc, markerSrc }) => {
+  return page.evaluate(async ({ N, lineSrc, markerSrc, chunk }) => {
     const line = new Function('j', lineSrc);
     const marker = new Function('n', markerSrc);
     let seq = 0;
@@ -68,7 +69,13 @@ export async function runStream(page, { N = 5000, idleMs = 500, lines = streamLi
     const frames0 = window.__ochatFrames ?? 0;
     const start = performance.now();
     for (let i = 1; i <= N; i += 100) {
-      for (let j = i; j < i + 100 && j <= N; j++) send(line(j));
+      if (!chunk) for (let j = i; j < i + 100 && j <= N; j++) send(line(j));
+      else {
+        // token-sized pieces: most frames then end mid-line
+        let s = '';
+        for (let j = i; j < i + 100 && j <= N; j++) s += line(j);
+        for (let p = 0; p < s.length; p += chunk) send(s.slice(p, p + chunk));
+      }
       await new Promise((res) => setTimeout(res, 4));
     }
     const posted = performance.now() - start;
@@ -98,5 +105,5 @@ export async function runStream(page, { N = 5000, idleMs = 500, lines = streamLi
         scripts: e.scripts.map((x) => `${x.invoker}:${Math.round(x.duration)}ms(layout ${Math.round(x.forcedStyleAndLayoutDuration)})`).join(' '),
       })),
     };
-  }, { N, lineSrc: `return (${lines.toString()})(j);`, markerSrc: `return (${marker.toString()})(n);` });
+  }, { N, lineSrc: `return (${lines.toString()})(j);`, markerSrc: `return (${marker.toString()})(n);`, chunk });
 }
