@@ -815,7 +815,15 @@ func (s *Server) cancel(convID string) (any, error) {
 	return CancelResult{Cancelled: true}, nil
 }
 
-// requestCancel sends session/cancel (once), answers pending permissions
+// cancelRepeat and cancelRepeats space and bound the session/cancel
+// notifications of one cancelled turn (see requestCancel).
+const (
+	cancelRepeat  = 500 * time.Millisecond
+	cancelRepeats = 4
+)
+
+// requestCancel sends session/cancel (repeated up to cancelRepeats times
+// while the turn runs), answers pending permissions
 // cancelled, and abandons the prompt if the agent has not answered within
 // CancelGrace.
 func (r *run) requestCancel() {
@@ -844,10 +852,24 @@ func (r *run) requestCancel() {
 	go func() {
 		ctx, cancel := context.WithTimeout(r.ctx, s.opts.CancelGrace)
 		defer cancel()
-		if err := conn.Cancel(ctx, sid); err != nil {
-			s.log.Warn("session/cancel", "conversation", r.convID, "err", err)
+		// A cancel can overtake the prompt it cancels (sent before
+		// session/prompt is on the wire, or before the connection has
+		// registered the turn), and the agent then ignores it: repeat it a
+		// few times while the turn runs. session/cancel is a notification,
+		// and a repeat for a turn already being cancelled is harmless.
+		tick := time.NewTicker(cancelRepeat)
+		defer tick.Stop()
+		for n := 0; ctx.Err() == nil; n++ {
+			if n < cancelRepeats {
+				if err := conn.Cancel(ctx, sid); err != nil && ctx.Err() == nil {
+					s.log.Warn("session/cancel", "conversation", r.convID, "err", err)
+				}
+			}
+			select {
+			case <-ctx.Done():
+			case <-tick.C:
+			}
 		}
-		<-ctx.Done()
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			s.log.Warn("agent did not end a cancelled turn in time; abandoning the prompt and stopping the agent", "conversation", r.convID, "agent", r.agent, "grace", s.opts.CancelGrace)
 			s.mu.Lock()
