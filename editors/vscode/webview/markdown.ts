@@ -6,9 +6,10 @@
  * block parser finds the top-level blocks (blocks.ts); a block that later
  * text can no longer change is rendered once and kept as frozen DOM, and only
  * the blocks after it are parsed again on the next update. A fenced code block
- * still open grows by appending text, and is highlighted once it closes, in
- * pieces spread over frames. The rendered DOM equals the DOM of the whole text
- * rendered in one go (render.test.mjs checks it).
+ * still open grows by appending text and is highlighted piece by piece while
+ * it streams (HighlightJob); an open list grows item by item. Work is bounded
+ * by a deadline per call. The rendered DOM equals the DOM of the whole text
+ * rendered in one go (render.test.mjs checks it node for node).
  */
 import MarkdownIt from 'markdown-it';
 import hljs from 'highlight.js/lib/common';
