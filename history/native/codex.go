@@ -277,6 +277,9 @@ type codexReader struct {
 	t       Transcript
 	lines   []codexRec
 	unknown map[string]int
+	// skim is the listing mode (codex_meta.go): lines are skimmed and
+	// payloads slimmed before decoding; the build is the same.
+	skim bool
 }
 
 type codexRec struct {
@@ -300,17 +303,29 @@ var codexResponseTypes = map[string]bool{
 
 func (r *codexReader) add(n int, line []byte) {
 	var l codexLine
-	if !validLine(line) || decodeLenient(line, &l) != nil {
+	ok := false
+	if r.skim {
+		l, ok = skimCodexLine(line)
+	} else {
+		ok = validLine(line) && decodeLenient(line, &l) == nil
+	}
+	if !ok {
 		r.t.Diagnostics.SkippedLines++
 		r.t.Diagnostics.problemf("line %d: not a JSON record, skipped", n)
 		return
+	}
+	decode := func(raw []byte, p *codexPayload) error {
+		if r.skim {
+			raw = slimCodexPayload(raw)
+		}
+		return decodeLenient(raw, p)
 	}
 	if len(l.Payload) == 0 {
 		// bare era: header line or a bare ResponseItem
 		switch {
 		case codexResponseTypes[l.Type]:
 			var p codexPayload
-			if decodeLenient(line, &p) == nil {
+			if decode(line, &p) == nil {
 				r.lines = append(r.lines, codexRec{n, 0, "response_item", &p})
 			}
 		case l.Type == "" && l.ID != "":
@@ -322,7 +337,7 @@ func (r *codexReader) add(n int, line []byte) {
 		return
 	}
 	var p codexPayload
-	if decodeLenient(l.Payload, &p) != nil {
+	if decode(l.Payload, &p) != nil {
 		r.t.Diagnostics.SkippedLines++
 		r.t.Diagnostics.problemf("line %d: payload is not an object, skipped", n)
 		return

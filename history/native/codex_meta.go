@@ -2,209 +2,118 @@ package native
 
 import (
 	"bytes"
-	"encoding/json"
 	"io"
-	"strings"
 )
 
-// codexMeta is the Codex listing fast path: like claudeMeta it skims each
-// line and decodes only session_meta, turn_context and user messages;
-// tool outputs and assistant text are never decoded. Counts follow the
-// full reader (rollbacks included). names maps thread id → thread name.
-func codexMeta(path string, r io.Reader, size int64, names map[string]string) (Session, bool, error) {
-	s := Session{Agent: AgentCodex, Path: path, Size: size}
-	type turn struct{ msgs, tools int }
-	turns := []turn{{}} // turns[0]: before the first user message
-	inTurn := false
-	metaSeen := false
-	first, last := "", ""
-	firstPrompt := ""
-	str := func(v []byte) string {
-		if x, ok := rawString(v); ok {
-			return x
-		}
-		return jsonString(v)
+// The Codex listing runs the full reader (codexReader, skim set), so it
+// shows what Read gives: the same turns after rollbacks, the same tool
+// calls upserted by call_id when items are repeated, the same plans, MCP
+// calls and compaction. Only the decoding differs: skimCodexLine finds a
+// line's top-level fields with the skimmer, and slimCodexPayload keeps
+// only the payload fields that decide messages, tools, ids, title and
+// model before encoding/json sees them: tool outputs, aggregated command
+// output, patch bodies, call arguments (except update_plan's, which makes
+// a plan instead of a tool) and encrypted reasoning are never decoded.
+
+// codexMeta is the Codex listing fast path. names maps thread id → thread
+// name (session_index.jsonl).
+func codexMeta(path string, rd io.Reader, size int64, names map[string]string) (Session, bool, error) {
+	r := newCodexReader(path)
+	r.skim = true
+	r.t.Size = size
+	err := eachLine(rd, &r.t.Diagnostics, r.add)
+	t := r.build(names)
+	return t.Session, len(t.Messages) > 0, err
+}
+
+// skimCodexLine is the skim-mode twin of decodeLenient(line, &codexLine):
+// ok is false where that decode fails for everything the CLI writes and
+// how files break (see inListingContract).
+func skimCodexLine(line []byte) (l codexLine, ok bool) {
+	if !validLine(line) || hasControl(line) {
+		return l, false
 	}
-	err := eachLine(r, &s.Diagnostics, func(n int, line []byte) {
-		var typ, ts string
-		var payload []byte
-		ok := validLine(line) && objectFields(line, func(k, v []byte) bool {
-			switch string(k) {
-			case "type":
-				typ = str(v)
-			case "timestamp":
-				ts = str(v)
-			case "payload":
-				payload = v
-			}
-			return true
-		})
-		if !ok {
-			s.Diagnostics.SkippedLines++
-			s.Diagnostics.problemf("line %d: not a JSON record, skipped", n)
-			return
+	t := bytes.TrimSpace(line)
+	if len(t) == 0 {
+		return l, false
+	}
+	if t[0] != '{' {
+		// valid JSON that is not an object: a tolerated type error
+		e, ok := skipValue(t, 0)
+		return l, ok && e == len(t)
+	}
+	ok = objectFields(t, func(k, v []byte) bool {
+		switch {
+		case bytes.EqualFold(k, []byte("timestamp")):
+			l.Timestamp = skimStringField(v, l.Timestamp)
+		case bytes.EqualFold(k, []byte("type")):
+			l.Type = skimStringField(v, l.Type)
+		case bytes.EqualFold(k, []byte("id")):
+			l.ID = skimStringField(v, l.ID)
+		case bytes.EqualFold(k, []byte("payload")):
+			l.Payload = v
 		}
-		if ts != "" && ts[0] >= '0' && ts[0] <= '9' {
-			if first == "" || ts < first {
-				first = ts
-			}
-			if ts > last {
-				last = ts
-			}
-		}
-		if payload == nil {
-			// bare era: the line itself is the item (or the header)
-			if typ == "" {
-				var h struct {
-					ID        string `json:"id"`
-					Timestamp string `json:"timestamp"`
-				}
-				if !metaSeen && json.Unmarshal(line, &h) == nil && h.ID != "" {
-					metaSeen = true
-					s.ID = h.ID
-					first = h.Timestamp
-				}
-				return
-			}
-			if !codexResponseTypes[typ] {
-				return
-			}
-			payload, typ = line, "response_item"
-		}
-		var ptype, role, name string
-		objectFields(payload, func(k, v []byte) bool {
-			switch string(k) {
-			case "type":
-				ptype = str(v)
-			case "role":
-				role = str(v)
-			case "name":
-				name = str(v)
-			}
-			return true
-		})
-		cur := &turns[len(turns)-1]
-		switch typ {
-		case "session_meta":
-			if metaSeen {
-				return
-			}
-			metaSeen = true
-			var p codexPayload
-			if decodeLenient(payload, &p) != nil {
-				return
-			}
-			s.ID, s.Cwd, s.ParentID = p.ID, p.Cwd, p.ParentThreadID
-			if p.Git != nil {
-				s.GitBranch = p.Git.Branch
-			}
-			if s.ParentID == "" && bytes.Contains(p.Source, []byte(`"subagent"`)) {
-				var src struct {
-					Subagent struct {
-						ThreadSpawn struct {
-							ParentThreadID string `json:"parent_thread_id"`
-						} `json:"thread_spawn"`
-					} `json:"subagent"`
-				}
-				_ = json.Unmarshal(p.Source, &src)
-				s.ParentID = src.Subagent.ThreadSpawn.ParentThreadID
-			}
-			if p.Timestamp != "" {
-				first = p.Timestamp
-			}
-		case "turn_context":
-			var p struct {
-				Cwd   string `json:"cwd"`
-				Model string `json:"model"`
-			}
-			if decodeLenient(payload, &p) == nil {
-				if p.Model != "" {
-					s.Model = p.Model
-				}
-				if s.Cwd == "" {
-					s.Cwd = p.Cwd
-				}
-			}
-		case "event_msg":
-			if ptype == "thread_rolled_back" {
-				var p struct {
-					NumTurns int `json:"num_turns"`
-				}
-				_ = json.Unmarshal(payload, &p)
-				for k := 0; k < p.NumTurns && len(turns) > 1; k++ {
-					turns = turns[:len(turns)-1]
-				}
-				// the turn before the removed ones is open again if it had an answer
-				inTurn = turns[len(turns)-1].msgs > 1 || (len(turns) == 1 && turns[0].msgs > 0)
-			}
-		case "response_item":
-			switch ptype {
-			case "message":
-				switch role {
-				case "user":
-					var p struct {
-						Content json.RawMessage `json:"content"`
-					}
-					_ = decodeLenient(payload, &p)
-					text := codexText(p.Content)
-					if isScaffold(text) || strings.HasPrefix(strings.TrimSpace(text), "<") {
-						return
-					}
-					if strings.TrimSpace(text) == "" && !bytes.Contains(p.Content, []byte(`"input_image"`)) {
-						return
-					}
-					turns = append(turns, turn{msgs: 1})
-					inTurn = false
-					if firstPrompt == "" {
-						firstPrompt = text
-					}
-				case "assistant":
-					if !inTurn {
-						var p struct {
-							Content json.RawMessage `json:"content"`
-						}
-						_ = decodeLenient(payload, &p)
-						if codexText(p.Content) != "" {
-							cur.msgs++
-							inTurn = true
-						}
-					}
-				}
-			case "reasoning":
-				if !inTurn {
-					var p struct {
-						Summary json.RawMessage `json:"summary"`
-						Content json.RawMessage `json:"content"`
-					}
-					_ = decodeLenient(payload, &p)
-					if codexText(p.Summary) != "" || codexText(p.Content) != "" {
-						cur.msgs++
-						inTurn = true
-					}
-				}
-			case "function_call", "custom_tool_call", "local_shell_call", "web_search_call":
-				if !inTurn {
-					cur.msgs++
-					inTurn = true
-				}
-				if name != "update_plan" {
-					cur.tools++
-				}
-			}
-		}
+		return true
 	})
-	for _, t := range turns {
-		s.MessageCount += t.msgs
-		s.ToolCount += t.tools
+	return l, ok
+}
+
+// codexSlimKeys are the payload fields (codexPayload tags) that can change
+// the messages, tool calls, id, cwd, model, branch, parent or title of a
+// transcript. "arguments" is kept only for update_plan, "message" only
+// for error events.
+var codexSlimKeys = []string{
+	"type", "id", "cwd", "timestamp", "model", "git", "parent_thread_id", "source", "role", "content", "summary",
+	"name", "namespace", "call_id", "status", "action", "success", "changes", "exit_code", "duration_ms",
+	"num_turns", "reason", "invocation", "item",
+}
+
+// slimCodexPayload returns a JSON object holding only the fields of
+// payload that the build needs to count (in their order, duplicates kept,
+// so encoding/json decodes them exactly as from the whole payload). A
+// payload that is not an object is returned as it is.
+func slimCodexPayload(payload []byte) []byte {
+	p := bytes.TrimSpace(payload)
+	if len(p) == 0 || p[0] != '{' {
+		return payload
 	}
-	if s.ID == "" {
-		s.ID = codexIDFromName(path)
-	}
-	s.Title = truncate(firstPrompt, 200)
-	if names[s.ID] != "" {
-		s.Title = truncate(names[s.ID], 200)
-	}
-	s.CreatedAt, s.UpdatedAt = parseTime(first), parseTime(last)
-	s.Resume = ResumeCommand(AgentCodex, s.ID, path)
-	return s, s.MessageCount > 0, err
+	var typ, name string
+	objectFields(p, func(k, v []byte) bool {
+		switch {
+		case bytes.EqualFold(k, []byte("type")):
+			typ = skimStringField(v, typ)
+		case bytes.EqualFold(k, []byte("name")):
+			name = skimStringField(v, name)
+		}
+		return true
+	})
+	out := make([]byte, 0, 256)
+	out = append(out, '{')
+	objectFields(p, func(k, v []byte) bool {
+		keep := false
+		for _, s := range codexSlimKeys {
+			if bytes.EqualFold(k, []byte(s)) {
+				keep = true
+				break
+			}
+		}
+		switch {
+		case bytes.EqualFold(k, []byte("arguments")):
+			keep = name == "update_plan"
+		case bytes.EqualFold(k, []byte("message")):
+			keep = typ == "error"
+		}
+		if !keep {
+			return true
+		}
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = append(out, '"')
+		out = append(out, k...)
+		out = append(out, '"', ':')
+		out = append(out, v...)
+		return true
+	})
+	return append(out, '}')
 }

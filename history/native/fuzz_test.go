@@ -131,7 +131,20 @@ func FuzzClaudeListing(f *testing.F) {
 		if !inListingContract(data) {
 			t.Skip("a balanced line that is lexically invalid JSON, or valid JSON with a raw control byte")
 		}
-		if d := claudeListingDiff(t, data); len(d) > 0 {
+		if d := listingDiff(t, AgentClaude, data); len(d) > 0 {
+			t.Errorf("listing differs from read: %v", d)
+		}
+	})
+}
+
+// FuzzCodexListing is FuzzClaudeListing for Codex rollouts.
+func FuzzCodexListing(f *testing.F) {
+	seeds(f, "testdata/codex/*/*.jsonl")
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if !inListingContract(data) {
+			t.Skip("a balanced line that is lexically invalid JSON, or valid JSON with a raw control byte")
+		}
+		if d := listingDiff(t, AgentCodex, data); len(d) > 0 {
 			t.Errorf("listing differs from read: %v", d)
 		}
 	})
@@ -149,59 +162,75 @@ func inListingContract(data []byte) bool {
 	return true
 }
 
-// claudeListingDiff runs the full reader and the listing on one file's
-// bytes and returns where they disagree.
-func claudeListingDiff(t *testing.T, data []byte) []string {
+// listingDiff runs the full reader and the listing of agent (Claude or
+// Codex, the stores with a skim) on one file's bytes and returns where
+// they disagree.
+func listingDiff(t *testing.T, agent string, data []byte) []string {
 	t.Helper()
-	r := newClaudeReader("/x/s.jsonl")
-	readLines(data, r.add, &r.t.Diagnostics)
-	tr := r.build()
-	s, ok, err := claudeMeta("/x/s.jsonl", bytes.NewReader(data), int64(len(data)))
+	var tr *Transcript
+	var s Session
+	var ok bool
+	var err error
+	switch agent {
+	case AgentClaude:
+		r := newClaudeReader("/x/s.jsonl")
+		readLines(data, r.add, &r.t.Diagnostics)
+		tr = r.build()
+		s, ok, err = claudeMeta("/x/s.jsonl", bytes.NewReader(data), int64(len(data)))
+	case AgentCodex:
+		r := newCodexReader("/x/rollout-x.jsonl")
+		readLines(data, r.add, &r.t.Diagnostics)
+		tr = r.build(nil)
+		s, ok, err = codexMeta("/x/rollout-x.jsonl", bytes.NewReader(data), int64(len(data)), nil)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	return parityDiff(AgentClaude, s, ok, tr)
+	return parityDiff(agent, s, ok, tr)
 }
 
-// TestClaudeListingMatchesReadMutated is FuzzClaudeListing over a fixed,
-// seeded set of mutations of every small Claude fixture (a byte replaced
-// by any byte or by JSON punctuation, a byte deleted, a line repeated),
-// so the contract is checked on every run, not only while fuzzing.
-func TestClaudeListingMatchesReadMutated(t *testing.T) {
-	files, _ := filepath.Glob("testdata/claude/*/*.jsonl")
-	rng := rand.New(rand.NewSource(7))
-	tried := 0
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil || len(data) == 0 || len(data) > 64<<10 {
-			continue
-		}
-		for k := 0; k < 150; k++ {
-			d := bytes.Clone(data)
-			for j := 0; j < 1+rng.Intn(3); j++ {
-				switch rng.Intn(4) {
-				case 0:
-					d[rng.Intn(len(d))] = byte(rng.Intn(256))
-				case 1:
-					d[rng.Intn(len(d))] = "{}[]\",:\n"[rng.Intn(8)]
-				case 2:
-					i := rng.Intn(len(d))
-					d = append(d[:i:i], d[i+1:]...)
-				case 3:
-					lines := bytes.SplitAfter(d, []byte("\n"))
-					d = append(d, lines[rng.Intn(len(lines))]...)
-				}
-			}
-			if !inListingContract(d) {
+// TestListingMatchesReadMutated is FuzzClaudeListing / FuzzCodexListing
+// over a fixed, seeded set of mutations of every small Claude and Codex
+// fixture (a byte replaced by any byte or by JSON punctuation, a byte
+// deleted, a line repeated), so the contract is checked on every run, not
+// only while fuzzing.
+func TestListingMatchesReadMutated(t *testing.T) {
+	for _, agent := range []string{AgentClaude, AgentCodex} {
+		files, _ := filepath.Glob("testdata/" + agent + "/*/*.jsonl")
+		rng := rand.New(rand.NewSource(7))
+		tried := 0
+		for _, f := range files {
+			data, err := os.ReadFile(f)
+			if err != nil || len(data) == 0 || len(data) > 64<<10 {
 				continue
 			}
-			tried++
-			if diff := claudeListingDiff(t, d); len(diff) > 0 {
-				t.Fatalf("mutation %d of %s: %v\n%s", k, f, diff, d)
+			for k := 0; k < 150; k++ {
+				d := bytes.Clone(data)
+				for j := 0; j < 1+rng.Intn(3); j++ {
+					switch rng.Intn(4) {
+					case 0:
+						d[rng.Intn(len(d))] = byte(rng.Intn(256))
+					case 1:
+						d[rng.Intn(len(d))] = "{}[]\",:\n"[rng.Intn(8)]
+					case 2:
+						i := rng.Intn(len(d))
+						d = append(d[:i:i], d[i+1:]...)
+					case 3:
+						lines := bytes.SplitAfter(d, []byte("\n"))
+						d = append(d, lines[rng.Intn(len(lines))]...)
+					}
+				}
+				if !inListingContract(d) {
+					continue
+				}
+				tried++
+				if diff := listingDiff(t, agent, d); len(diff) > 0 {
+					t.Fatalf("%s: mutation %d of %s: %v\n%s", agent, k, f, diff, d)
+				}
 			}
 		}
-	}
-	if tried < 1000 {
-		t.Errorf("only %d mutations inside the contract", tried)
+		if tried < 500 {
+			t.Errorf("%s: only %d mutations inside the contract", agent, tried)
+		}
 	}
 }
