@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -312,27 +313,57 @@ func printDaemonInfo(env *Env, d daemon.DaemonInfo) {
 		return
 	}
 	fmt.Fprintf(w, "note  daemon pid %d, started %s\n", d.PID, time.UnixMilli(d.StartedAt).Local().Format("2006-01-02 15:04:05"))
-	keys := []string{"HOME", "CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_CLI_HOME", "XDG_DATA_HOME", "OPENCODE_DATA_DIR", "PI_CODING_AGENT_SESSION_DIR", "PI_CODING_AGENT_DIR"}
-	for k := range d.StoreEnv {
-		if !slices.Contains(keys, k) {
-			keys = append(keys, k)
-		}
-	}
-	var set, differ []string
-	for _, k := range keys {
-		v, ok := d.StoreEnv[k]
-		if ok {
+	var set []string
+	for _, k := range storeEnvKeys(d) {
+		if v, ok := d.StoreEnv[k]; ok {
 			set = append(set, k+"="+v)
 		}
-		if here := env.Getenv(k); here != v {
-			differ = append(differ, k)
-		}
 	}
+	differ := storeEnvDiffer(env, d)
 	fmt.Fprintf(w, "note  the daemon's store environment: %s\n", strings.Join(set, " "))
 	if len(differ) > 0 {
 		fmt.Fprintf(w, "note  this shell sets %s differently; the daemon keeps the environment it started with\n", strings.Join(differ, ", "))
 	}
 	fmt.Fprintln(w, "      restart it with `ochatd stop` to pick up a changed environment (the next command starts a new one)")
+}
+
+// storeEnvKeys are the variables the native stores are found by, then any
+// other the daemon reported.
+func storeEnvKeys(d daemon.DaemonInfo) []string {
+	keys := []string{"HOME", "CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_CLI_HOME", "XDG_DATA_HOME", "OPENCODE_DATA_DIR", "PI_CODING_AGENT_SESSION_DIR", "PI_CODING_AGENT_DIR"}
+	for _, k := range slices.Sorted(maps.Keys(d.StoreEnv)) {
+		if !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// storeEnvDiffer names the native-store variables this shell sets
+// differently from the daemon d (which resolved its stores from the
+// environment it started with); nil for an older daemon that does not say.
+func storeEnvDiffer(env *Env, d daemon.DaemonInfo) []string {
+	if d.PID == 0 || env.Getenv == nil {
+		return nil
+	}
+	var differ []string
+	for _, k := range storeEnvKeys(d) {
+		if env.Getenv(k) != d.StoreEnv[k] {
+			differ = append(differ, k)
+		}
+	}
+	return differ
+}
+
+// notFoundHint is what `show`/`export` add when a native id is not found
+// and the daemon reads the native stores with another environment than
+// this shell's; "" when they agree.
+func notFoundHint(env *Env, d daemon.DaemonInfo) string {
+	differ := storeEnvDiffer(env, d)
+	if len(differ) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; this shell sets %s differently from the daemon (pid %d), which looks for terminal sessions with the environment it started with: `ochatd stop` and the next command starts one with yours (see `ochatd doctor`)", strings.Join(differ, ", "), d.PID)
 }
 
 // processGone reports whether process pid has exited: it does not exist, or

@@ -69,7 +69,7 @@ func runExport(ctx context.Context, env *Env, args []string) int {
 	if err != nil && (errors.Is(err, errNotTried) || isNotFound(err)) {
 		err = call(ctx, cl, slowCall, daemon.MethodExport, daemon.ExportParams{SessionID: sp.SessionID, Path: sp.Path, Format: *format}, &res)
 		if isNotFound(err) && sp.SessionID != "" {
-			return fail(env, "export %s: no conversation and no native session has this id (see `ochatd sessions`)", ref)
+			return fail(env, "export %s: no conversation and no native session has this id (see `ochatd sessions`)%s", ref, notFoundHint(env, cl.Init.Daemon))
 		}
 	}
 	if err != nil {
@@ -125,6 +125,46 @@ func writeExport(path string, data []byte, force bool) error {
 	return nil
 }
 
+// fromJSONExport recognises a file `ochatd export --format json` wrote (one
+// JSON object {"id","title","messages":[…]}) and returns its messages as a
+// session event log (transcript.ExportEvents), with what the log cannot
+// carry. ok is false for anything else, event logs included.
+func fromJSONExport(data []byte) (log []byte, ej daemon.ExportJSON, degr []transcript.Degradation, ok bool) {
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) == 0 || trimmed[0] != '{' || !json.Valid(trimmed) {
+		return nil, ej, nil, false
+	}
+	var probe struct {
+		Messages json.RawMessage `json:"messages"`
+	}
+	if json.Unmarshal(trimmed, &probe) != nil || len(probe.Messages) == 0 || probe.Messages[0] != '[' {
+		return nil, ej, nil, false
+	}
+	// A native session file may be an object with "messages" too (Gemini
+	// CLI's): ours has canonical messages, each with a role.
+	if json.Unmarshal(trimmed, &ej) != nil || len(ej.Messages) == 0 {
+		return nil, ej, nil, false
+	}
+	for _, m := range ej.Messages {
+		if m.Role != transcript.RoleUser && m.Role != transcript.RoleAssistant {
+			return nil, ej, nil, false
+		}
+	}
+	var b bytes.Buffer
+	r, err := transcript.ExportEvents(&b, transcript.ConversationMeta{ID: ej.ID, Title: ej.Title}, ej.Messages)
+	if err != nil {
+		return nil, ej, nil, false
+	}
+	return b.Bytes(), ej, r.Degradations, true
+}
+
+// wholeJSON reports whether data is one JSON document spread over lines (an
+// object or array, pretty-printed), not JSON Lines.
+func wholeJSON(data []byte) bool {
+	t := bytes.TrimSpace(data)
+	return len(t) > 0 && (t[0] == '{' || t[0] == '[') && bytes.ContainsRune(t, '\n') && json.Valid(t)
+}
+
 // maxProblems is how many validator problems a refused import lists.
 const maxProblems = 5
 
@@ -155,6 +195,9 @@ func importNonLog(ctx context.Context, env *Env, cl *daemon.Client, name string,
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return fail(env, "import %s: the file is empty; nothing was imported", name)
+	}
+	if wholeJSON(data) {
+		return fail(env, "import %s: this is one JSON document, not a session event log (JSON Lines, one event a line); nothing was imported. import takes the event log: `ochatd export REF --format events`, or an `ochatd export REF --format json` file", name)
 	}
 	vs := transcript.Validate(data)
 	fmt.Fprintf(env.Stderr, "ochatd: import %s: not a session event log (no valid event) and not a native session file; nothing was imported\n", name)
@@ -288,6 +331,19 @@ func runImport(ctx context.Context, env *Env, args []string) int {
 		return code
 	}
 	defer cl.Close()
+	if log, ej, degr, ok := fromJSONExport(data); ok {
+		// ochat's own `export --format json`: its messages go through the
+		// event log ExportEvents writes, as `export --format events` would
+		// have given them.
+		data = log
+		if *title == "" {
+			*title = ej.Title
+		}
+		fmt.Fprintf(env.Stderr, "ochatd import: %s is an `ochatd export --format json` file: importing its %d messages as an event log\n", pos[0], len(ej.Messages))
+		for _, d := range degr {
+			fmt.Fprintf(env.Stderr, "ochatd import: not carried over: message %s: %s: %s\n", d.MessageID, d.Kind, d.Detail)
+		}
+	}
 	if ir := transcript.Import(data); len(ir.Messages) == 0 {
 		return importNonLog(ctx, env, cl, pos[0], data, c.json)
 	}

@@ -145,7 +145,7 @@ func runShowRef(ctx context.Context, env *Env, args []string) int {
 	var tr daemon.SessionReadResult
 	if err := call(ctx, cl, slowCall, daemon.MethodSessionsRead, p, &tr); err != nil {
 		if isNotFound(err) && p.SessionID != "" {
-			return fail(env, "show %s: no conversation and no native session has this id (see `ochatd sessions`)", ref)
+			return fail(env, "show %s: no conversation and no native session has this id (see `ochatd sessions`)%s", ref, notFoundHint(env, cl.Init.Daemon))
 		}
 		return fail(env, "show %s: %v", ref, err)
 	}
@@ -274,4 +274,28 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// unknownConversationHint explains why id, given where a conversation id
+// belongs (`ochatd chat --conversation ID`), names no conversation: it is
+// a terminal session's id (ochat/sessions/read finds it), already opened as
+// a conversation or not yet; or the daemon looks for terminal sessions
+// with another environment than this shell's. "" when none of these holds.
+// The caller adds it to the daemon's "unknown conversation" error.
+func unknownConversationHint(ctx context.Context, env *Env, cl *daemon.Client, id string) string {
+	var tr daemon.SessionReadResult
+	err := call(ctx, cl, slowCall, daemon.MethodSessionsRead, daemon.SessionRefParams{SessionID: id}, &tr)
+	switch {
+	case err == nil && tr.ConversationID != "":
+		return fmt.Sprintf("%s is the id of a %s terminal session, which is open as conversation %s: pass --conversation %s", id, tr.Agent, tr.ConversationID, tr.ConversationID)
+	case err == nil:
+		ref := tr.Path
+		if ref == "" {
+			ref = "SESSION_FILE"
+		}
+		return fmt.Sprintf("%s is the id of a %s terminal session, not a conversation: open it as one first with `ochatd import %s`, then pass the conversation id it prints", id, tr.Agent, ref)
+	case isNotFound(err):
+		return strings.TrimPrefix(notFoundHint(env, cl.Init.Daemon), "; ")
+	}
+	return ""
 }
