@@ -108,7 +108,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
       out.appendLine(err.message);
       if (client.state === 'missing') {
         void vscode.window
-          .showErrorMessage(`ochat: cannot run "${cfg().get('path')}" (${err.code}). Install ochatd (go install github.com/ochat-dev/ochat/cmd/ochatd@latest) or set "ochat.path" to its full path.`, 'Open Settings', 'Retry')
+          .showErrorMessage(`ochat: cannot run "${cfg().get('path')}" (${err.code}). Install ochatd (in a clone of the ochat repository: go install ./cmd/ochatd, with $(go env GOPATH)/bin on PATH) or set "ochat.path" to its full path.`, 'Open Settings', 'Retry')
           .then((c) => {
             if (c === 'Open Settings') void vscode.commands.executeCommand('workbench.action.openSettings', 'ochat.path');
             if (c === 'Retry') void client.restart().catch(() => undefined);

@@ -66,7 +66,7 @@ function M.check()
   local cmd = type(cfg.cmd) == 'string' and { cfg.cmd } or vim.deepcopy(cfg.cmd)
   local exe = vim.fn.exepath(cmd[1])
   if exe == '' then
-    err(cmd[1] .. ' not found', { 'install it: go install github.com/ochat-dev/ochat/cmd/ochatd@latest', 'or set cmd in setup{}' })
+    err(cmd[1] .. ' not found', { 'build it: in a clone of the ochat repository run go install ./cmd/ochatd ($(go env GOPATH)/bin must be on PATH)', 'or set cmd in setup{}' })
     return
   end
   ok('ochatd: ' .. exe)

@@ -137,7 +137,7 @@ function Conn:start()
   local gen = self.gen
   local exe = self:argv()[1]
   if vim.fn.executable(exe) ~= 1 then
-    local msg = string.format('%s not found or not executable: install ochatd (go install github.com/ochat-dev/ochat/cmd/ochatd@latest) or set cmd in setup{}', exe)
+    local msg = string.format('%s not found or not executable: build ochatd (in a clone of the ochat repository: go install ./cmd/ochatd, with $(go env GOPATH)/bin on PATH) or set cmd in setup{}', exe)
     self.last_error = msg
     vim.schedule(function()
       if gen == self.gen then
