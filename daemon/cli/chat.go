@@ -287,7 +287,7 @@ func (t *chatTurn) run(ctx context.Context) int {
 			}
 		case daemon.NotifyPermission:
 			var p daemon.PermissionParams
-			if err := json.Unmarshal(n.Params, &p); err != nil || p.TurnID != t.res.TurnID {
+			if err := json.Unmarshal(n.Params, &p); err != nil || p.TurnID != t.res.TurnID || t.asked[p.PermissionID] {
 				continue
 			}
 			t.permission(ctx, p)

@@ -908,9 +908,11 @@ func TestChatSignalCancels(t *testing.T) {
 	}
 }
 
-// TestChatDaemonStops: the daemon stopping mid-turn ends the turn as
-// failed ("daemon stopped"): chat says so cleanly with exit 1, not as a
-// lost connection. The conversation id is on stderr while the turn runs.
+// TestChatDaemonStops: the daemon stopping mid-turn (Server.Close while
+// the client is connected) ends the turn as failed ("daemon stopped") and
+// sends turn.failed before closing: chat says so cleanly with exit 1, not
+// as a lost connection. The conversation id is on stderr while the turn
+// runs.
 func TestChatDaemonStops(t *testing.T) {
 	cw := newChatWorld(t, false, daemon.Options{})
 	done, errb := startChat(cw.ws, strings.NewReader(""), "--agent", "test", "SLOW 400")
