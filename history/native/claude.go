@@ -210,7 +210,9 @@ type claudeBlock struct {
 	Content   json.RawMessage `json:"content"`
 	IsError   bool            `json:"is_error"`
 	out       string          // tool_result: flattened Content, computed at ingest
-	Source    *struct {
+	// listing skim only: raw text/thinking values until finishSkimBlocks
+	rawText, rawThinking []byte
+	Source               *struct {
 		Type      string `json:"type"`
 		MediaType string `json:"media_type"`
 		Data      string `json:"data"`
@@ -339,7 +341,7 @@ func newClaudeReader(path string) *claudeReader {
 
 // add takes one line. Bad lines are counted, never fatal.
 func (r *claudeReader) add(n int, line []byte) {
-	l, ok := skimClaudeLine(line)
+	l, sm, ok := skimClaudeLineMode(line, r.skim)
 	if !ok {
 		r.t.Diagnostics.SkippedLines++
 		r.t.Diagnostics.problemf("line %d: not a JSON record, skipped", n)
@@ -400,16 +402,18 @@ func (r *claudeReader) add(n int, line []byte) {
 	case "user", "assistant", "system":
 		// decode the message once; keep private copies of the raw values
 		// the build needs (the line buffer is reused)
-		if len(l.Message) > 0 && string(l.Message) != "null" && r.skim {
-			var ok bool
-			l.msg, l.text, l.blocks, ok = skimClaudeMessage(l.Message, l.Type == "user")
-			if !ok {
+		if r.skim && sm.present {
+			if !sm.ok {
 				r.t.Diagnostics.SkippedLines++
 				r.t.Diagnostics.problemf("line %d: message is not valid JSON, skipped", n)
 				l = claudeLine{Type: "bookkeeping", UUID: l.UUID, ParentUUID: l.ParentUUID, LogicalParentUUID: l.LogicalParentUUID, IsSidechain: l.IsSidechain}
 				break
 			}
+			l.msg, l.text, l.blocks = sm.msg, sm.text, sm.blocks
+			finishSkimBlocks(l.blocks, l.Type == "user")
 			l.Message = json.RawMessage("{}")
+		} else if r.skim {
+			l.Message = nil
 		} else if len(l.Message) > 0 && string(l.Message) != "null" {
 			ok := decodeLenient(l.Message, &l.msg) == nil
 			if ok {
@@ -453,9 +457,28 @@ func (r *claudeReader) add(n int, line []byte) {
 // skimClaudeLine reads the top-level fields of one line without decoding
 // the large values (message, toolUseResult stay raw and alias line).
 func skimClaudeLine(line []byte) (claudeLine, bool) {
+	l, _, ok := skimClaudeLineMode(line, false)
+	return l, ok
+}
+
+// skimClaudeLineMode is skimClaudeLine that, with skim set, also parses
+// the message in place (the listing's single pass; see claude_skim.go).
+func skimClaudeLineMode(line []byte, skim bool) (claudeLine, claudeSkimMsg, bool) {
 	var l claudeLine
+	var sm claudeSkimMsg
 	if !validLine(line) {
-		return l, false
+		return l, sm, false
+	}
+	var hook valueHook
+	if skim {
+		hook = func(k, b []byte, i int) (int, bool, bool) {
+			if string(k) != "message" {
+				return 0, false, false
+			}
+			e, m, ok := skimClaudeMessageAt(b, i)
+			sm = m
+			return e, true, ok
+		}
 	}
 	str := func(v []byte) string {
 		if s, ok := rawString(v); ok {
@@ -463,7 +486,8 @@ func skimClaudeLine(line []byte) (claudeLine, bool) {
 		}
 		return jsonString(v)
 	}
-	ok := objectFields(line, func(k, v []byte) bool {
+	start := skipSpace(line, 0)
+	end, ok := objectFieldsHook(line, start, hook, func(k, v []byte) bool {
 		switch string(k) {
 		case "type":
 			l.Type = str(v)
@@ -518,7 +542,8 @@ func skimClaudeLine(line []byte) (claudeLine, bool) {
 		}
 		return true
 	})
-	return l, ok && l.Type != ""
+	ok = ok && skipSpace(line, end) == len(line)
+	return l, sm, ok && l.Type != ""
 }
 
 // validLine rejects lines with NUL bytes or raw control characters outside

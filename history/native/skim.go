@@ -104,6 +104,18 @@ func objectFields(b []byte, fn func(key, val []byte) bool) bool {
 // objectFieldsAt is objectFields for the object that starts at b[i]; it
 // returns the index just after the object (-1 when fn stopped early).
 func objectFieldsAt(b []byte, i int, fn func(key, val []byte) bool) (int, bool) {
+	return objectFieldsHook(b, i, nil, fn)
+}
+
+// valueHook parses the value of key that starts at b[i] itself (so a
+// large value is scanned once, not skipped and scanned again): it returns
+// the index just after the value and whether the value was well formed,
+// or handled=false to let the caller skip it.
+type valueHook func(key, b []byte, i int) (end int, handled, ok bool)
+
+// objectFieldsHook is objectFieldsAt with a hook that may parse values in
+// place; fn still sees every key and raw value. hook may be nil.
+func objectFieldsHook(b []byte, i int, hook valueHook, fn func(key, val []byte) bool) (int, bool) {
 	if i >= len(b) || b[i] != '{' {
 		return 0, false
 	}
@@ -125,7 +137,14 @@ func objectFieldsAt(b []byte, i int, fn func(key, val []byte) bool) (int, bool) 
 			return 0, false
 		}
 		i = skipSpace(b, i+1)
-		ve, ok := skipValue(b, i)
+		var ve int
+		handled := false
+		if hook != nil {
+			ve, handled, ok = hook(key, b, i)
+		}
+		if !handled {
+			ve, ok = skipValue(b, i)
+		}
 		if !ok {
 			return 0, false
 		}
