@@ -80,7 +80,7 @@ func checkSocketPathLen(path string) error {
 	if os.Getenv("XDG_RUNTIME_DIR") == "" {
 		fix = "set XDG_RUNTIME_DIR to a short directory only you can access (TMPDIR is used without it)"
 	}
-	return fmt.Errorf("socket path %s is %d bytes, longer than the %d a unix socket path may have: %s: %w", path, len(path), MaxSocketPath, fix, ErrSocketPathTooLong)
+	return fmt.Errorf("%w: %s is %d bytes, more than the %d a unix socket path may have: %s", ErrSocketPathTooLong, path, len(path), MaxSocketPath, fix)
 }
 
 // SocketDir returns (creating it, mode 0700) the per-user directory of

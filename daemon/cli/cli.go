@@ -180,7 +180,7 @@ func newFlags(env *Env, name string, c *common, withJSON bool) *flag.FlagSet {
 		fmt.Fprintln(w, "\nflags:")
 		fs.PrintDefaults()
 	}
-	fs.Func("workspace", "workspace root (default: git root of the current directory, else the current directory)", func(v string) error {
+	fs.Func("workspace", "workspace root `DIR` (default: git root of the current directory, else the current directory)", func(v string) error {
 		if strings.TrimSpace(v) == "" {
 			return errors.New("empty: name a directory, or leave --workspace out for the current project")
 		}

@@ -126,7 +126,7 @@ func TestCLIDaemonFailsToStart(t *testing.T) {
 		rt := filepath.Join(base, strings.Repeat("x", 114-len(base)-1))
 		t.Setenv("XDG_RUNTIME_DIR", rt)
 		code, _, errs := runMain(t, "conversations", "--workspace", ws)
-		if code != 1 || !strings.Contains(errs, "longer than the 107") || !strings.Contains(errs, "set a shorter XDG_RUNTIME_DIR") {
+		if code != 1 || !strings.Contains(errs, "more than the 107") || !strings.Contains(errs, "set a shorter XDG_RUNTIME_DIR") {
 			t.Fatalf("exit %d:\n%s", code, errs)
 		}
 	})
