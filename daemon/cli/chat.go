@@ -196,6 +196,7 @@ type chatTurn struct {
 	interrupted     chan struct{}            // closed at the first cancelling signal
 	signal          os.Signal                // that signal; set before interrupted is closed
 	atLineStart     bool
+	heldCR          bool // write holds a trailing CR back
 	inReasoning     bool
 	agent           string            // the answering agent, from the events
 	tools           map[string]string // tool id → last printed status
@@ -587,7 +588,15 @@ func (t *chatTurn) toolLine(s transcript.Segment) string {
 func (t *chatTurn) stderrSafe() io.Writer { return termSafeWriter{t.env.Stderr} }
 
 // write prints s (through termSafe) to stdout.
+// A CR at the end of s is held back until the next write, so a CRLF split
+// across two deltas stays a line end rather than a visible ^M.
 func (t *chatTurn) write(s string) {
+	if t.heldCR {
+		s, t.heldCR = "\r"+s, false
+	}
+	if strings.HasSuffix(s, "\r") {
+		s, t.heldCR = s[:len(s)-1], true
+	}
 	if s == "" {
 		return
 	}

@@ -933,3 +933,29 @@ func TestChatDaemonStops(t *testing.T) {
 		t.Errorf("stderr does not start with the conversation id:\n%s", r.errs)
 	}
 }
+
+// TestChatWriteCRLF: a CRLF split across two deltas prints as a line end;
+// a lone CR is visible.
+func TestChatWriteCRLF(t *testing.T) {
+	tests := []struct {
+		deltas []string
+		want   string
+	}{
+		{[]string{"a\r", "\nb"}, "a\r\nb\n"},
+		{[]string{"a\r\n", "b"}, "a\r\nb\n"},
+		{[]string{"50%\r", "100%"}, "50%^M100%\n"},
+		{[]string{"a\r"}, "a\r\n"},
+		{[]string{"\x1b[2J"}, "^[[2J\n"},
+	}
+	for _, tt := range tests {
+		var out bytes.Buffer
+		ct := &chatTurn{env: &Env{Stdout: &out, Stderr: io.Discard}, atLineStart: true, interrupted: make(chan struct{})}
+		for _, d := range tt.deltas {
+			ct.show(transcript.Event{Type: transcript.EvContentDelta, Delta: d})
+		}
+		ct.end(transcript.Event{Type: transcript.EvTurnCompleted, StopReason: "end_turn"})
+		if out.String() != tt.want {
+			t.Errorf("%q: printed %q, want %q", tt.deltas, out.String(), tt.want)
+		}
+	}
+}
