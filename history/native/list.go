@@ -374,7 +374,39 @@ func readByID(ctx context.Context, env Env, id string) (*Transcript, error) {
 			return t, nil
 		}
 	}
+	// a Claude session file renamed or copied inside the store is listed
+	// under the sessionId its lines carry, not its name
+	if p := findClaudeBySessionID(ctx, env, id); p != "" {
+		return ReadClaude(p)
+	}
 	return nil, fmt.Errorf("read native session %q: %w", id, ErrNotFound)
+}
+
+// findClaudeBySessionID looks for a Claude session file not named after
+// its id: the first whose head (16 KiB) carries "sessionId":"<id>" and
+// whose read gives that id. It is the last resort of readByID, after the
+// cheap lookups by name.
+func findClaudeBySessionID(ctx context.Context, env Env, id string) string {
+	needle := `"sessionId":"` + id + `"`
+	for _, pd := range claudeProjectsDirs(env) {
+		files, _ := filepath.Glob(filepath.Join(pd, "*", "*.jsonl"))
+		for _, f := range files {
+			if ctx.Err() != nil {
+				return ""
+			}
+			if strings.HasPrefix(filepath.Base(f), "agent-") {
+				continue
+			}
+			head := fileHead(f, 16<<10)
+			if !strings.Contains(head, needle) && !strings.Contains(head, `"sessionId": "`+id+`"`) {
+				continue
+			}
+			if t, err := ReadClaude(f); err == nil && t.ID == id {
+				return f
+			}
+		}
+	}
+	return ""
 }
 
 // ErrNotFound is returned (wrapped) by Read when no store holds the id.

@@ -130,3 +130,31 @@ func TestCopiedSessionFile(t *testing.T) {
 		})
 	}
 }
+
+// TestReadByIDFindsRenamedClaudeFile: a Claude session file renamed inside
+// the store is listed under the sessionId of its lines, and Read by that
+// id finds it.
+func TestReadByIDFindsRenamedClaudeFile(t *testing.T) {
+	home := t.TempDir()
+	data, err := os.ReadFile("testdata/claude/traps/22222222-2222-4222-8222-222222222222.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, _ := ClaudeProjectDirName("/w/app")
+	writeFile(t, filepath.Join(home, ".claude", "projects", enc, "fu-copy.jsonl"), data)
+	env := Env{Home: home}
+	ss, _ := List(context.Background(), env, "/w/app")
+	if len(ss) != 1 || ss[0].ID != "11111111-1111-4111-8111-111111111111" {
+		t.Fatalf("listing = %+v", ss)
+	}
+	tr, err := Read(context.Background(), env, ss[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.Path != ss[0].Path || tr.MessageCount != ss[0].MessageCount {
+		t.Errorf("read by id: %s %d msgs; listed %s %d msgs", tr.Path, tr.MessageCount, ss[0].Path, ss[0].MessageCount)
+	}
+	if _, err := Read(context.Background(), env, "33333333-3333-4333-8333-333333333333"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("unknown id: %v", err)
+	}
+}
