@@ -160,7 +160,7 @@ func discover(ctx context.Context, workspace, path string) (c net.Conn, found bo
 		return nil, false, nil
 	}
 	r, err := ReadRecord(rp)
-	if err != nil || r.Socket == path || !processAlive(r.PID) {
+	if err != nil || r.Socket == path || !processAlive(r.PID) || !servesLike(r.PID) {
 		return nil, false, nil
 	}
 	unreachable := func(err error) error {

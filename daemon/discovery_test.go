@@ -113,6 +113,18 @@ func deadPID(t *testing.T) int {
 	return cmd.Process.Pid
 }
 
+// standIn starts a process whose arguments look like `ochatd serve` (as a
+// live daemon's do) and returns its pid; it is killed when the test ends.
+func standIn(t *testing.T) int {
+	t.Helper()
+	cmd := exec.Command("sh", "-c", "sleep 60; :", "ochatd", "serve")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd.Process.Pid
+}
+
 // TestDialFindsRecordedDaemon: a client whose XDG_RUNTIME_DIR differs from
 // the daemon's reaches it through the record beside the store; a live
 // daemon whose recorded socket cannot be used is an *UnreachableError
@@ -134,6 +146,10 @@ func TestDialFindsRecordedDaemon(t *testing.T) {
 			r.Socket = f
 		}, "unreachable: is not a socket"},
 		{"dead daemon", func(t *testing.T, r *Record) { r.PID = deadPID(t) }, "plain"},
+		{"pid reused by another program", func(t *testing.T, r *Record) {
+			r.PID = os.Getpid() // the test binary: no "serve" argument
+			r.Socket = filepath.Join(filepath.Dir(r.Socket), "gone.sock")
+		}, "plain"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -164,6 +180,7 @@ func TestDialFindsRecordedDaemon(t *testing.T) {
 				}
 			}()
 			r := NewRecord(sock)
+			r.PID = standIn(t)
 			if tt.record != nil {
 				tt.record(t, &r)
 			}

@@ -11,7 +11,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -350,6 +352,18 @@ func processAlive(pid int) bool {
 		return b[i+2] != 'Z'
 	}
 	return true
+}
+
+// servesLike reports whether process pid was started as a daemon (an
+// argument "serve", as `ochatd serve` and auto-start run it), so that a
+// record whose pid was reused by an unrelated process is ignored rather
+// than reported. Without /proc it cannot tell and says yes.
+func servesLike(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
+		return true
+	}
+	return slices.Contains(strings.Split(string(b), "\x00"), "serve")
 }
 
 // checkOwnSocket checks that path is a unix socket owned by this user in a

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -92,14 +93,21 @@ func TestCLIRecordedDaemonUnreachable(t *testing.T) {
 	}
 	os.MkdirAll(filepath.Dir(rp), 0o700)
 	gone := filepath.Join(base, "a", "ochat", "gone.sock")
-	r := daemon.NewRecord(gone) // this test process stands in for a live daemon
+	r := daemon.NewRecord(gone)
+	// A live process whose arguments look like a daemon's stands in for it.
+	standIn := exec.Command("sh", "-c", "sleep 60; :", "ochatd", "serve")
+	if err := standIn.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { standIn.Process.Kill(); standIn.Wait() })
+	r.PID = standIn.Process.Pid
 	if err := daemon.WriteRecord(rp, r); err != nil {
 		t.Fatal(err)
 	}
 	os.Setenv("XDG_RUNTIME_DIR", filepath.Join(base, "b"))
 	for _, cmd := range []string{"stop", "conversations"} {
 		code, out, errs := runMain(t, cmd, "--workspace", ws)
-		for _, want := range []string{"pid " + strconv.Itoa(os.Getpid()), gone, "XDG_RUNTIME_DIR differently"} {
+		for _, want := range []string{"pid " + strconv.Itoa(r.PID), gone, "XDG_RUNTIME_DIR differently"} {
 			if code != 1 || !strings.Contains(errs, want) {
 				t.Errorf("%s: exit %d, stderr lacks %q:\n%s%s", cmd, code, want, out, errs)
 			}
