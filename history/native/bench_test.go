@@ -82,10 +82,10 @@ func TestListAgreesWithRead(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkInvariants(t, tr)
-		if tr.Title != s.Title || tr.MessageCount != s.MessageCount || tr.ToolCount != s.ToolCount || tr.Model != s.Model {
+		if d := parityDiff(AgentClaude, s, true, tr); len(d) > 0 {
 			bad++
 			if bad < 5 {
-				t.Errorf("%s: list %q %d msgs %d tools %s; read %q %d msgs %d tools %s", s.ID, s.Title, s.MessageCount, s.ToolCount, s.Model, tr.Title, tr.MessageCount, tr.ToolCount, tr.Model)
+				t.Errorf("%s: %v", s.ID, d)
 			}
 		}
 	}

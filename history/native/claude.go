@@ -903,9 +903,7 @@ func readClaudeFile(path string, sub bool) (*Transcript, error) {
 		st := r.side[k].build()
 		t.Subagents = append(t.Subagents, Subagent{AgentID: k, Path: path, Messages: st.Messages})
 	}
-	if t.UpdatedAt == 0 {
-		t.UpdatedAt = fi.ModTime().UnixMilli()
-	}
+	t.fillTimes(fi.ModTime().UnixMilli())
 	return t, nil
 }
 

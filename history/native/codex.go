@@ -188,7 +188,9 @@ func ReadCodex(path string) (*Transcript, error) {
 	if home := codexHomeOf(path); home != "" {
 		names = codexThreadNames(Env{CodexHome: home})
 	}
-	return cr.build(names), nil
+	t := cr.build(names)
+	t.fillTimes(fi.ModTime().UnixMilli())
+	return t, nil
 }
 
 func codexHomeOf(path string) string {

@@ -195,6 +195,7 @@ func ReadGemini(path string) (*Transcript, error) {
 		gr.t.Diagnostics.problemf("read stopped: %v", err)
 	}
 	t, links := gr.buildLinks()
+	t.fillTimes(fi.ModTime().UnixMilli())
 	t.Cwd = geminiProjectRoot(path, t.Cwd)
 	// subagent chats: chats/<sessionId>/<subagentSessionId>.jsonl
 	subs, _ := filepath.Glob(filepath.Join(filepath.Dir(path), t.ID, "*.jsonl"))

@@ -159,12 +159,7 @@ func listOne(agent, ws, path string, cache Cache, meta metaFunc) fileResult {
 	if err != nil {
 		s.Diagnostics.problemf("read stopped: %v", err)
 	}
-	if s.UpdatedAt == 0 {
-		s.UpdatedAt = fi.ModTime().UnixMilli()
-	}
-	if s.CreatedAt == 0 {
-		s.CreatedAt = s.UpdatedAt
-	}
+	s.fillTimes(fi.ModTime().UnixMilli())
 	if cache != nil {
 		b, _ := json.Marshal(cachedMeta{Session: s, OK: ok})
 		cache.Put(key, b)

@@ -109,6 +109,18 @@ type Session struct {
 	Diagnostics Diagnostics `json:"diagnostics"`
 }
 
+// fillTimes gives a session without timestamps the file's mtime (Unix ms)
+// as UpdatedAt and UpdatedAt as CreatedAt; listing and Read both do it,
+// so they agree.
+func (s *Session) fillTimes(mtimeMs int64) {
+	if s.UpdatedAt == 0 {
+		s.UpdatedAt = mtimeMs
+	}
+	if s.CreatedAt == 0 {
+		s.CreatedAt = s.UpdatedAt
+	}
+}
+
 // Marker is something the transcript shows between messages that is neither
 // a user message nor model output: a compaction boundary, an interruption,
 // a CLI-generated error or notice.

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -79,10 +80,6 @@ func listingMeta(t *testing.T, agent, path string) (Session, bool) {
 // out, each for a reason:
 //   - Gemini Cwd: the files hold only a projectHash; the listing sets the
 //     workspace it matched, Read resolves the project root from the store.
-//   - CreatedAt/UpdatedAt: the Claude and Codex skims take the first and
-//     last timestamp of any line (bookkeeping lines too), Read the first
-//     and last message; both are "when the session was active", and
-//     UpdatedAt only ever grows as the file grows.
 //   - Diagnostics: the listing skims lines it never decodes.
 func parityDiff(agent string, s Session, ok bool, tr *Transcript) []string {
 	var d []string
@@ -103,6 +100,8 @@ func parityDiff(agent string, s Session, ok bool, tr *Transcript) []string {
 	if agent != AgentGemini {
 		check("cwd", s.Cwd, tr.Cwd)
 	}
+	check("updatedAt", fmtInt64(s.UpdatedAt), fmtInt64(tr.UpdatedAt))
+	check("createdAt", fmtInt64(s.CreatedAt), fmtInt64(tr.CreatedAt))
 	return d
 }
 
@@ -243,3 +242,5 @@ func TestClaudeRepeatedUUIDs(t *testing.T) {
 		t.Errorf("messageCount: listing %d, read %d, original %d (tools %d/%d)", s.MessageCount, rep.MessageCount, orig.MessageCount, s.ToolCount, orig.ToolCount)
 	}
 }
+
+func fmtInt64(n int64) string { return strconv.FormatInt(n, 10) }

@@ -95,7 +95,9 @@ func ReadPi(path string) (*Transcript, error) {
 	if err := eachLine(f, &pr.t.Diagnostics, pr.add); err != nil {
 		pr.t.Diagnostics.problemf("read stopped: %v", err)
 	}
-	return pr.build(), nil
+	t := pr.build()
+	t.fillTimes(fi.ModTime().UnixMilli())
+	return t, nil
 }
 
 type piEntry struct {
