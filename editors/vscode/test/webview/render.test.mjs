@@ -9,6 +9,7 @@ import { launch, open, host, posted, artifacts } from './harness.mjs';
 import { init, snapshot, permission } from './fixture.mjs';
 import { runStream } from './stream.mjs';
 import { texts } from './texts.mjs';
+import { markdownDoc } from './gen.mjs';
 
 let browser;
 /** norm returns an element's visible text with whitespace runs as one space (flex items break lines in innerText). */
@@ -242,6 +243,22 @@ test('a streamed message renders to the same DOM as the whole text in one go (fe
   const lists = await page.evaluate(incremental, { text: texts.lists, seed: 8, chunk: 2, tight: true });
   assert.match(lists.html, /<ul>\n<li>\n<p>a<\/p>/, 'a list made loose by a later item renders loose from its first item');
   assert.match(lists.html, /<ol start="3">/);
+  assert.equal(await page.evaluate(() => window.__xss), undefined);
+  assert.deepEqual(errors, []);
+  await page.close();
+});
+
+test('random Markdown documents stream to the same DOM as in one go', async () => {
+  const { page, errors } = await open(browser);
+  for (let seed = 1; seed <= 60; seed++) {
+    const text = markdownDoc(seed);
+    for (const mode of [{ chunk: 3, tight: true, seed }, { chunk: 25, tight: false, seed: seed + 1000 }]) {
+      const r = await page.evaluate(incremental, { text, ...mode });
+      const what = `document ${seed} ${JSON.stringify(mode)}: ${JSON.stringify(text)}`;
+      assert.ok(r.html === r.onceHtml && r.sameDom, `${what}: streamed DOM equals the one-go DOM`);
+      assert.equal(r.joined, r.whole, `${what}: the blocks together equal markdown-it over the whole text`);
+    }
+  }
   assert.equal(await page.evaluate(() => window.__xss), undefined);
   assert.deepEqual(errors, []);
   await page.close();
