@@ -316,9 +316,9 @@ func detectAgentFromHead(head string) string {
 			break
 		}
 	}
-	// one document over several lines
+	// one document (over one or several lines)
 	t := strings.TrimSpace(head)
-	if strings.HasPrefix(t, "{") && parsed == 0 {
+	if strings.HasPrefix(t, "{") && parsed <= 1 {
 		switch {
 		case strings.Contains(t, `"messages"`) && strings.Contains(t, `"sessionId"`), strings.Contains(t, `"projectHash"`):
 			return AgentGemini

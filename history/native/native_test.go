@@ -158,3 +158,26 @@ func TestReadByIDFindsRenamedClaudeFile(t *testing.T) {
 		t.Errorf("unknown id: %v", err)
 	}
 }
+
+// TestDetectAgentFromHead tells each store from the first records alone,
+// compact or with spaces, whatever the file is called.
+func TestDetectAgentFromHead(t *testing.T) {
+	for _, tc := range []struct{ name, head, want string }{
+		{"claude line", `{"parentUuid":null,"type":"user","uuid":"u1","sessionId":"s","message":{"role":"user","content":"hi"}}` + "\n", AgentClaude},
+		{"claude spaced", `{"type": "user", "uuid": "u1", "message": {"content": "hi"}}` + "\n", AgentClaude},
+		{"claude minimal", `{"type":"user","message":{}}` + "\n" + `{"type":"assistant","message":{}}` + "\n", AgentClaude},
+		{"claude snapshot only", `{"type": "file-history-snapshot", "messageId": "m", "snapshot": {}}` + "\n", AgentClaude},
+		{"codex", `{"timestamp":"t","type":"session_meta","payload":{"id":"x","cwd":"/w"}}` + "\n", AgentCodex},
+		{"codex bare", `{"id":"44444444-4444-4444-8444-444444444444","timestamp":"2026-01-04T05:06:07.000Z"}` + "\n" + `{"type":"message","role":"user","content":[]}` + "\n", AgentCodex},
+		{"pi spaced", `{"type": "session", "version": 3, "id": "7a", "cwd": "/w"}` + "\n", AgentPi},
+		{"pi v1", `{"type":"session","id":"x","timestamp":"t","cwd":"/w","provider":"anthropic"}` + "\n", AgentPi},
+		{"gemini jsonl", `{"sessionId":"s","projectHash":"h","startTime":"t"}` + "\n", AgentGemini},
+		{"gemini legacy json", "{\n  \"sessionId\": \"s\",\n  \"messages\": [\n    {\"id\": \"m1\", \"type\": \"user\", \"content\": \"hel", AgentGemini},
+		{"opencode session json", `{"id":"ses_1","projectID":"p","directory":"/w","title":"t","time":{"created":1}}`, AgentOpenCode},
+		{"not a session", "hello\nworld\n", ""},
+	} {
+		if got := detectAgentFromHead(tc.head); got != tc.want {
+			t.Errorf("%s: got %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
