@@ -38,10 +38,14 @@ func (s *Server) initializeResult() InitializeResult {
 	return r
 }
 
-// stopDaemon handles ochat/daemon/stop: running turns are cancelled and
-// given CancelGrace to end (then the rest is Close's "daemon stopped"),
-// then Serve returns; the caller (ochatd serve) closes the agents and
-// exits. It returns before the stop is done.
+// Shutdown stops the daemon gracefully, as ochat/daemon/stop does: no new
+// client or turn is taken, running turns are cancelled and given
+// CancelGrace to end (the rest end failed: "daemon stopped"), every client
+// is sent what is queued for it, then Serve returns. It returns at once;
+// call Close after Serve returns. ochatd serve calls it on SIGTERM/SIGINT.
+func (s *Server) Shutdown() { s.stopDaemon() }
+
+// stopDaemon handles ochat/daemon/stop (see Shutdown).
 func (s *Server) stopDaemon() {
 	s.mu.Lock()
 	var runs []*run
@@ -65,6 +69,15 @@ func (s *Server) stopDaemon() {
 		select {
 		case <-done:
 		case <-t.C:
+			// Turns that did not end in time end now, failed, while the
+			// connections are still up to carry their turn.failed.
+			for _, r := range runs {
+				r.abort("daemon stopped")
+			}
+			select {
+			case <-done:
+			case <-time.After(2 * time.Second):
+			}
 		}
 		// The turns' last events (turn.completed …) are queued: let every
 		// client's writer put them on the wire before the connections close.

@@ -106,8 +106,27 @@ func serve(ctx context.Context, env *Env, ws string, o daemon.Options, log *slog
 	o.Workspace, o.Store, o.Logger, o.Version = ws, st, log, env.Version
 	srv := daemon.New(o)
 	srv.StartNative()
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
+	// The first SIGTERM/SIGINT stops gracefully (turns cancelled, clients
+	// told how they ended); a second one stops at once.
+	ctx, hardStop := context.WithCancel(ctx)
+	defer hardStop()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		select {
+		case sig := <-sigs:
+			log.Info("signal: stopping", "signal", sig.String())
+			srv.Shutdown()
+		case <-ctx.Done():
+			return
+		}
+		select {
+		case <-sigs:
+			hardStop()
+		case <-ctx.Done():
+		}
+	}()
 	log.Info("serving", "workspace", ws, "socket", sock, "store", dbPath, "pid", os.Getpid(), "idle", o.IdleTimeout)
 	serr := srv.Serve(ctx, ln)
 	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
