@@ -35,7 +35,7 @@ func ListWithCache(ctx context.Context, env Env, workspace string, cache Cache) 
 			break
 		}
 		ss, ds := st.list(ctx, env, ws, cache)
-		all = append(all, ss...)
+		all = append(all, dedupeSessions(ss)...)
 		diags = append(diags, ds...)
 	}
 	sort.SliceStable(all, func(i, j int) bool {
@@ -45,6 +45,52 @@ func ListWithCache(ctx context.Context, env Env, workspace string, cache Cache) 
 		return all[i].Path < all[j].Path
 	})
 	return all, diags
+}
+
+// dedupeSessions keeps one session per id of one store: the id comes from
+// the records, so a session file copied or renamed inside the store lists
+// under the same id as its original. The kept one is the file named after
+// the id (what the CLI resumes and Read by id finds first), else the one
+// with most messages, else the first path; the others are named in its
+// diagnostics.
+func dedupeSessions(ss []Session) []Session {
+	byID := map[string]int{}
+	out := ss[:0:0]
+	better := func(a, b Session) bool { // a before b
+		an, bn := sessionFileNamesID(a), sessionFileNamesID(b)
+		if an != bn {
+			return an
+		}
+		if a.MessageCount != b.MessageCount {
+			return a.MessageCount > b.MessageCount
+		}
+		return a.Path < b.Path
+	}
+	for _, s := range ss {
+		i, dup := byID[s.ID]
+		if !dup || s.ID == "" {
+			byID[s.ID] = len(out)
+			out = append(out, s)
+			continue
+		}
+		kept, other := out[i], s
+		if better(s, out[i]) {
+			kept, other = s, out[i]
+		}
+		kept.Diagnostics.problemf("the same session id is also in %s", other.Path)
+		out[i] = kept
+	}
+	return out
+}
+
+// sessionFileNamesID reports whether a session's file is named after its
+// id (<id>.jsonl, or a name ending in the id as Codex and pi name theirs).
+func sessionFileNamesID(s Session) bool {
+	base := filepath.Base(s.Path)
+	for _, ext := range []string{".zst", ".jsonl", ".json"} {
+		base = strings.TrimSuffix(base, ext)
+	}
+	return s.ID != "" && strings.HasSuffix(base, s.ID)
 }
 
 // store is one native store: how to list a workspace's sessions.
@@ -378,11 +424,13 @@ func readByID(ctx context.Context, env Env, id string) (*Transcript, error) {
 }
 
 // findClaudeBySessionID looks for a Claude session file not named after
-// its id: the first whose head (16 KiB) carries "sessionId":"<id>" and
-// whose read gives that id. It is the last resort of readByID, after the
-// cheap lookups by name.
+// its id: of the files whose head (16 KiB) carries "sessionId":"<id>" and
+// whose read gives that id, the one with most messages, else the first
+// path (the one the listing keeps, see dedupeSessions). It is the last
+// resort of readByID, after the cheap lookups by name.
 func findClaudeBySessionID(ctx context.Context, env Env, id string) string {
 	needle := `"sessionId":"` + id + `"`
+	best, most := "", -1
 	for _, pd := range claudeProjectsDirs(env) {
 		files, _ := filepath.Glob(filepath.Join(pd, "*", "*.jsonl"))
 		for _, f := range files {
@@ -396,12 +444,12 @@ func findClaudeBySessionID(ctx context.Context, env Env, id string) string {
 			if !strings.Contains(head, needle) && !strings.Contains(head, `"sessionId": "`+id+`"`) {
 				continue
 			}
-			if t, err := ReadClaude(f); err == nil && t.ID == id {
-				return f
+			if t, err := ReadClaude(f); err == nil && t.ID == id && t.MessageCount > most {
+				best, most = f, t.MessageCount
 			}
 		}
 	}
-	return ""
+	return best
 }
 
 // ErrNotFound is returned (wrapped) by Read when no store holds the id.

@@ -148,3 +148,55 @@ func TestListClaudeLongPath(t *testing.T) {
 		t.Errorf("sessions = %+v", ss)
 	}
 }
+
+// TestListDedupesCopiedSession: copies of a session inside the store carry
+// its sessionId, so they list under its id; the listing keeps one entry
+// per id, the one Read by that id returns, and names the others.
+func TestListDedupesCopiedSession(t *testing.T) {
+	home := t.TempDir()
+	ws := cleanAbs(t.TempDir())
+	enc, _ := ClaudeProjectDirName(ws)
+	proj := filepath.Join(home, ".claude", "projects", enc)
+	const id = "24cb974b-077a-4ab3-bdf4-622ee8278cca"
+	for name, src := range map[string]string{
+		id + ".jsonl":    "testdata/claude/recorded/" + id + ".jsonl",
+		"fu-copy.jsonl":  "testdata/claude/recorded/" + id + ".jsonl",
+		"repeated.jsonl": "testdata/claude/traps/repeated_uuids.jsonl",
+	} {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, filepath.Join(proj, name), bytes.ReplaceAll(b, []byte("/home/dev/project"), []byte(ws)))
+	}
+	env := Env{Home: home}
+	check := func(wantFile string, others int) {
+		t.Helper()
+		ss, _ := List(context.Background(), env, ws)
+		if len(ss) != 1 || ss[0].ID != id || filepath.Base(ss[0].Path) != wantFile {
+			t.Fatalf("listing = %+v", ss)
+		}
+		n := 0
+		for _, p := range ss[0].Diagnostics.Problems {
+			if strings.Contains(p, "same session id is also in") {
+				n++
+			}
+		}
+		if n != others {
+			t.Errorf("problems %q: want %d other files named", ss[0].Diagnostics.Problems, others)
+		}
+		tr, err := Read(context.Background(), env, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tr.Path != ss[0].Path {
+			t.Errorf("read by id gives %s, the listing %s", tr.Path, ss[0].Path)
+		}
+	}
+	check(id+".jsonl", 2)
+	// without the original, the copies tie on messages: the first path
+	if err := os.Remove(filepath.Join(proj, id+".jsonl")); err != nil {
+		t.Fatal(err)
+	}
+	check("fu-copy.jsonl", 1)
+}
