@@ -44,7 +44,7 @@ func runChat(ctx context.Context, env *Env, args []string) int {
 	no := fs.Bool("no", false, "answer permission requests: reject")
 	quiet := fs.Bool("quiet", false, "do not print the agent's reasoning")
 	fs.Usage = func() {
-		fmt.Fprintln(env.Stderr, chatUsage)
+		fmt.Fprintln(fs.Output(), chatUsage)
 		fs.PrintDefaults()
 	}
 	pos, err := parse(fs, args)
@@ -79,6 +79,11 @@ func runChat(ctx context.Context, env *Env, args []string) int {
 	if err := call(ctx, cl, slowCall, daemon.MethodChatSend, daemon.SendParams{ConversationID: *convID, Agent: *agent, Text: prompt}, &res); err != nil {
 		var je *jsonrpc2.Error
 		if errors.As(err, &je) {
+			if isNotFound(err) && *convID != "" {
+				if hint := unknownConversationHint(ctx, env, cl, *convID); hint != "" {
+					return fail(env, "%s: %s", je.Message, hint)
+				}
+			}
 			return fail(env, "%s", je.Message)
 		}
 		return fail(env, "send: %v", err)

@@ -133,9 +133,9 @@ func TestChatReasoningAndFlags(t *testing.T) {
 	if code != 2 || !strings.Contains(errs, "takes no arguments") {
 		t.Errorf("conversations extra: %d %s", code, errs)
 	}
-	code, _, errs = w.run(t, "chat", "--help")
-	if code != 0 || !strings.Contains(errs, "130 cancelled by Ctrl-C") {
-		t.Errorf("chat --help: %d %s", code, errs)
+	code, outs, errs := w.run(t, "chat", "--help")
+	if code != 0 || !strings.Contains(outs, "130 cancelled by Ctrl-C") || !strings.Contains(outs, "-agent") || errs != "" {
+		t.Errorf("chat --help (help goes to stdout, all of it): %d\nstdout: %s\nstderr: %s", code, outs, errs)
 	}
 }
 
