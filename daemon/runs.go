@@ -124,6 +124,7 @@ func (s *Server) startTurn(c *client, req turnRequest, reply jsonrpc2.Replier) (
 	}
 	var conv history.Conversation
 	if req.convID != "" {
+		s.syncLinked(s.baseCtx, req.convID) // the terminal's turns go into the prompt and the handoff
 		conv, err = s.store.Conversation(req.convID)
 		if err != nil {
 			return nil, storeErr("send", req.convID, err)
@@ -734,6 +735,7 @@ func (s *Server) finish(r *run, stopReason, errMsg string) {
 			term = transcript.Event{Type: transcript.EvTurnFailed, Message: errMsg}
 		}
 	}
+	s.nativeTurnEnded(r.convID, r.agent, sessionID) // the agent wrote this turn to a linked native session
 
 	s.mu.Lock()
 	r.red = transcript.NewReducer(final)

@@ -129,13 +129,16 @@ type SessionReadResult struct {
 }
 
 // OpenSessionResult answers ochat/sessions/open: the conversation linked to
-// the native session (Conversation.Native set) and its messages. Created is
-// false when the session had been opened before.
+// the native session (Conversation.Native set, with its mark) and its
+// messages. Created is false when the session had been opened before; then
+// Sync says what the native session gained since and was imported first
+// (nativesync.go).
 type OpenSessionResult struct {
 	ConversationID string               `json:"conversationId"`
 	Conversation   history.Conversation `json:"conversation"`
 	Messages       []transcript.Message `json:"messages"`
 	Created        bool                 `json:"created"`
+	Sync           *NativeSync          `json:"sync,omitempty"`
 }
 
 // FollowResult answers ochat/sessions/follow with the session as the
@@ -189,6 +192,7 @@ type sessionsHub struct {
 	cache  *nativeCache // created on first listing
 	parsed atomic.Int64 // session files parsed by listings (cache misses)
 	openMu sync.Mutex   // one open at a time: one conversation per native session
+	syncMu sync.Mutex   // one linked-conversation sync or mark move at a time (nativesync.go)
 
 	mu        sync.Mutex
 	clients   map[*client]bool // clients with a disconnect watcher
@@ -780,11 +784,19 @@ func (s *Server) openSession(ctx context.Context, p SessionRefParams) (any, erro
 		return nil, err
 	}
 	if ok {
+		sync := s.syncLinked(ctx, cv.ID)
 		conv, msgs, err := s.snapshot(cv.ID)
 		if err != nil {
 			return nil, err
 		}
-		return OpenSessionResult{ConversationID: conv.ID, Conversation: conv, Messages: msgs}, nil
+		return OpenSessionResult{ConversationID: conv.ID, Conversation: conv, Messages: msgs, Sync: &sync}, nil
+	}
+	// The mark's stamp: the file stat'ed after the read, kept only if its
+	// size is the one the reader saw when it opened the file (else the
+	// file grew meanwhile and the next sync reads it again).
+	st, _ := nativeStamp(tr.Path)
+	if st.size != tr.Size {
+		st = fileStamp{}
 	}
 	now := nowMs()
 	conv := history.Conversation{ID: s.newID(), Title: tr.Title, Agents: []string{}, CreatedAt: tr.CreatedAt, UpdatedAt: tr.UpdatedAt,
@@ -797,17 +809,14 @@ func (s *Server) openSession(ctx context.Context, p SessionRefParams) (any, erro
 	}
 	msgs := make([]transcript.Message, 0, len(tr.Messages))
 	for _, m := range tr.Messages {
-		m.ID = s.newID()
-		if m.Role == transcript.RoleAssistant {
-			if m.Agent == "" {
-				m.Agent = tr.Agent
-			}
-			if m.Status == transcript.StatusStreaming || m.Status == "" {
-				m.Status = transcript.StatusCompleted // a snapshot: the terminal may still be writing it
-			}
-		}
-		msgs = append(msgs, m)
+		msgs = append(msgs, importedMessage(m, tr.Agent, s.newID()))
 	}
+	lastMsg := ""
+	if n := len(msgs); n > 0 {
+		lastMsg = msgs[n-1].ID
+	}
+	mark := markAt(*conv.Native, tr.Messages, len(tr.Messages)-1, lastMsg, st)
+	conv.Native = &mark
 	err = s.store.Update(func(w *history.Writer) error {
 		if err := w.CreateConversation(conv); err != nil {
 			return err

@@ -21,11 +21,38 @@ type Conversation struct {
 	Native    *NativeRef `json:"native,omitempty"` // set when opened from a terminal-started session
 }
 
-// NativeRef names the native CLI session a conversation was opened from.
+// NativeRef names the native CLI session a conversation was opened from,
+// and the mark: how much of that session the conversation already holds
+// (its snapshot, the terminal turns imported since, and the turns ochat
+// itself continued in the same native session). Turns the native session
+// gains after the mark are imported by the daemon (docs/protocol.md
+// "Linked conversations"). A conversation opened before marks existed has
+// MarkedAt 0.
 type NativeRef struct {
 	Agent     string `json:"agent"`          // agent name, e.g. "claude"
 	SessionID string `json:"sessionId"`      // the CLI's own session id
 	Path      string `json:"path,omitempty"` // session file, if the store has one file per session
+	// LastNativeID is the native message id (transcript.Message.ID as the
+	// history/native reader of the store gives it: Claude line uuid or API
+	// message id, Codex "L<line>", Gemini/OpenCode message id, pi entry id)
+	// of the last native message the conversation holds; "" when the
+	// native session had no message then.
+	LastNativeID string `json:"lastNativeId,omitempty"`
+	// LastMessageID is the conversation message LastNativeID was imported
+	// as, so that a native message that kept growing after it was imported
+	// (a terminal turn still being written) is replaced in place; "" when
+	// the mark was moved past a turn ochat ran itself.
+	LastMessageID string `json:"lastMessageId,omitempty"`
+	// Count is the number of native messages (hidden ones included) up to
+	// and including LastNativeID when the mark was set.
+	Count int `json:"count,omitempty"`
+	// Size (bytes) and ModTimeNs (Unix ns) are the session file's as stat
+	// saw it just before the read that set the mark; unchanged, the
+	// session has nothing new. 0 for OpenCode's database rows.
+	Size      int64 `json:"size,omitempty"`
+	ModTimeNs int64 `json:"modTimeNs,omitempty"`
+	// MarkedAt is when the mark was last set (Unix ms); 0 = no mark.
+	MarkedAt int64 `json:"markedAt,omitempty"`
 }
 
 // CreateConversation stores a new conversation. c.ID must be non-empty and
@@ -128,6 +155,35 @@ func (s *Store) SetNative(id string, ref *NativeRef) error {
 		c.Native = ref
 		return putJSON(tx.Bucket(bucketConversations), id, c)
 	})
+	if err != nil {
+		return fmt.Errorf("set native session of conversation %s: %w", id, err)
+	}
+	return nil
+}
+
+// Conversation is Store.Conversation inside the transaction.
+func (w *Writer) Conversation(id string) (Conversation, error) {
+	if w.tx == nil {
+		return Conversation{}, errWriterDone
+	}
+	c, err := getConversation(w.tx, id)
+	if err != nil {
+		return Conversation{}, fmt.Errorf("get conversation %s: %w", id, err)
+	}
+	return c, nil
+}
+
+// SetNative is Store.SetNative inside the transaction (e.g. to move a
+// linked conversation's mark together with the messages it imported).
+func (w *Writer) SetNative(id string, ref *NativeRef) error {
+	if w.tx == nil {
+		return errWriterDone
+	}
+	c, err := getConversation(w.tx, id)
+	if err == nil {
+		c.Native = ref
+		err = putJSON(w.tx.Bucket(bucketConversations), id, c)
+	}
 	if err != nil {
 		return fmt.Errorf("set native session of conversation %s: %w", id, err)
 	}

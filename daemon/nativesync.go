@@ -1,0 +1,306 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/ochat-dev/ochat/history"
+	"github.com/ochat-dev/ochat/history/native"
+	"github.com/ochat-dev/ochat/transcript"
+)
+
+// Linked conversations (issue 4 §3; docs/protocol.md "Linked
+// conversations"): a conversation opened from a native session
+// (ochat/sessions/open) keeps a mark in its history.NativeRef — the native
+// id of the last native message it holds and the file's size and mtime at
+// that point. Turns appended to the native session after the mark (the
+// user went on with `claude --resume` in a terminal) are imported as
+// ordinary messages when a client opens, gets or subscribes to the
+// conversation and before a prompt is sent in it. Turns ochat itself runs
+// in the same native session (same agent, session/load of the native id)
+// are written to the native file by the agent: the mark moves past them
+// when the turn ends, so they are never imported twice. Native files are
+// only read.
+
+// NativeSync reports what syncing a linked conversation with its native
+// session did (OpenSessionResult.Sync). Imported counts the native messages
+// appended to the conversation; Updated reports that the last message
+// imported before had grown (a terminal turn still being written) and was
+// replaced in place. Note says why nothing could be imported although the
+// session may have changed: the native session no longer holds the marked
+// message (rewound or rolled back in the terminal: the conversation is
+// left as it is), a turn is running in the conversation, the session
+// cannot be read, or the conversation predates marks.
+type NativeSync struct {
+	Imported int    `json:"imported"`
+	Updated  bool   `json:"updated,omitempty"`
+	Note     string `json:"note,omitempty"`
+}
+
+// errMarkMoved aborts an import whose mark was moved meanwhile.
+var errMarkMoved = errors.New("the native mark moved meanwhile")
+
+// fileStamp is a native session file's size (bytes) and mtime (Unix ns).
+type fileStamp struct{ size, modNs int64 }
+
+// nativeStamp stats a native session file; ok is false for OpenCode's
+// "<db>#<ses_id>" (the database changes with every session) and for a file
+// that cannot be stat'ed.
+func nativeStamp(path string) (st fileStamp, ok bool) {
+	if path == "" || strings.Contains(path, "#") {
+		return fileStamp{}, false
+	}
+	fi, err := os.Stat(path)
+	if err != nil || !fi.Mode().IsRegular() {
+		return fileStamp{}, false
+	}
+	return fileStamp{fi.Size(), fi.ModTime().UnixNano()}, true
+}
+
+// importedMessage is native message m of a session of agent as a
+// conversation message with id: an assistant turn gets the agent when the
+// reader left it empty and status completed when it was streaming (the
+// terminal may still be writing it; a later sync replaces it as it grows).
+func importedMessage(m transcript.Message, agent, id string) transcript.Message {
+	m.ID = id
+	if m.Role == transcript.RoleAssistant {
+		if m.Agent == "" {
+			m.Agent = agent
+		}
+		if m.Status == transcript.StatusStreaming || m.Status == "" {
+			m.Status = transcript.StatusCompleted
+		}
+	}
+	return m
+}
+
+// markAt is ref with its mark at message i of msgs (-1: before the first)
+// imported as conversation message msgID ("" for a turn ochat ran), the
+// file as stamped before the read.
+func markAt(ref history.NativeRef, msgs []transcript.Message, i int, msgID string, st fileStamp) history.NativeRef {
+	ref.LastNativeID, ref.LastMessageID, ref.Count = "", msgID, i+1
+	if i >= 0 {
+		ref.LastNativeID = msgs[i].ID
+	}
+	ref.Size, ref.ModTimeNs, ref.MarkedAt = st.size, st.modNs, nowMs()
+	return ref
+}
+
+// nativeSource is what native.Read takes for ref: its path, else its id.
+func nativeSource(ref history.NativeRef) string {
+	if ref.Path != "" {
+		return ref.Path
+	}
+	return ref.SessionID
+}
+
+// turnRunning reports a turn running in conversation convID.
+func (s *Server) turnRunning(convID string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.topics[convID]
+	return t != nil && t.run != nil
+}
+
+// syncLinked is syncNative for the hooks (get, subscribe, send): an error
+// is logged and returned as the Note, never failing the request.
+func (s *Server) syncLinked(ctx context.Context, convID string) NativeSync {
+	res, err := s.syncNative(ctx, convID)
+	if err != nil {
+		s.log.Warn("sync linked conversation with its native session", "conversation", convID, "err", err)
+		res.Note = err.Error()
+	}
+	return res
+}
+
+// syncNative imports into conversation convID, when it is linked to a
+// native session, the native messages after its mark, and moves the mark.
+// Nothing happens for an unknown or unlinked conversation, while a turn
+// runs in it, or when the session file's size and mtime are those of the
+// mark. The messages get new sortable ids after every stored one, through
+// the store's ordinary write path, together with the mark in one
+// transaction; the native agent's cursor moves past them when it had seen
+// the whole conversation (its native session holds these turns). Other
+// subscribers of the conversation are sent ochat/resync.
+//
+// If the native session no longer holds the marked message (a rewind or
+// rollback in the terminal), nothing is imported and the mark stays: the
+// Note says so.
+func (s *Server) syncNative(ctx context.Context, convID string) (NativeSync, error) {
+	conv, err := s.store.Conversation(convID)
+	if err != nil || conv.Native == nil {
+		return NativeSync{}, nil // an unknown conversation is the caller's error to report
+	}
+	h := &s.native
+	h.syncMu.Lock()
+	defer h.syncMu.Unlock()
+	if s.turnRunning(convID) {
+		return NativeSync{Note: "a turn is running in the conversation; its native session is synced after it"}, nil
+	}
+	if conv, err = s.store.Conversation(convID); err != nil || conv.Native == nil {
+		return NativeSync{}, nil // deleted or unlinked meanwhile
+	}
+	ref := *conv.Native
+	st, stamped := nativeStamp(ref.Path)
+	if stamped && ref.MarkedAt != 0 && st.size == ref.Size && st.modNs == ref.ModTimeNs {
+		return NativeSync{}, nil
+	}
+	tr, err := native.Read(ctx, s.nativeEnv(), nativeSource(ref))
+	if err != nil {
+		return NativeSync{}, fmt.Errorf("read native session %s: %w", nativeSource(ref), err)
+	}
+	msgs := tr.Messages
+	if ref.MarkedAt == 0 {
+		// Opened before marks were recorded: which native messages the
+		// snapshot covered is unknown, so nothing is guessed.
+		nr := markAt(ref, msgs, len(msgs)-1, "", st)
+		if err := s.store.SetNative(convID, &nr); err != nil {
+			return NativeSync{}, fmt.Errorf("set native mark: %w", err)
+		}
+		return NativeSync{Note: "the conversation was opened before ochat recorded how much of its native session it holds: nothing imported now; turns the native session gains from now on are"}, nil
+	}
+	idx := -1
+	if ref.LastNativeID != "" {
+		if idx = messageIndex(msgs, ref.LastNativeID); idx < 0 {
+			note := fmt.Sprintf("native %s session %s no longer holds message %s (rewound or rolled back in the terminal?): nothing imported, the conversation is left as it is",
+				ref.Agent, ref.SessionID, ref.LastNativeID)
+			s.log.Info("linked conversation not synced", "conversation", convID, "reason", note)
+			return NativeSync{Note: note}, nil
+		}
+	}
+	fresh := msgs[idx+1:]
+	var grown *transcript.Message
+	if idx >= 0 && ref.LastMessageID != "" {
+		if old, err := s.store.Message(convID, ref.LastMessageID); err == nil {
+			if m := importedMessage(msgs[idx], ref.Agent, ref.LastMessageID); !sameMessage(old, m) {
+				grown = &m
+			}
+		}
+	}
+	if len(fresh) == 0 && grown == nil {
+		if nr := markAt(ref, msgs, idx, ref.LastMessageID, st); nr.Size != ref.Size || nr.ModTimeNs != ref.ModTimeNs {
+			if err := s.store.SetNative(convID, &nr); err != nil {
+				return NativeSync{}, fmt.Errorf("set native mark: %w", err)
+			}
+		}
+		return NativeSync{}, nil
+	}
+
+	// Under s.mu no turn can start (startTurn reserves its slot under it)
+	// and no message can be stored between the ids taken here and the
+	// write, so the imported turns sort after everything stored.
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t := s.topics[convID]; t != nil && t.run != nil {
+		return NativeSync{Note: "a turn is running in the conversation; its native session is synced after it"}, nil
+	}
+	as, aerr := s.store.AgentSession(convID, ref.Agent)
+	moveCursor := false
+	if aerr == nil && as.SessionID == ref.SessionID {
+		rest, err := s.store.MessagesAfter(convID, as.Cursor)
+		moveCursor = err == nil && len(rest) == 0
+	}
+	out := make([]transcript.Message, 0, len(fresh))
+	for _, m := range fresh {
+		out = append(out, importedMessage(m, ref.Agent, s.newID()))
+	}
+	lastMsg := ref.LastMessageID
+	if n := len(out); n > 0 {
+		lastMsg = out[n-1].ID
+	}
+	nr := markAt(ref, msgs, len(msgs)-1, lastMsg, st)
+	now := nowMs()
+	err = s.store.Update(func(w *history.Writer) error {
+		cur, err := w.Conversation(convID)
+		if err != nil {
+			return err
+		}
+		if cur.Native == nil || cur.Native.MarkedAt != ref.MarkedAt || cur.Native.LastNativeID != ref.LastNativeID {
+			return errMarkMoved
+		}
+		if grown != nil {
+			if err := w.PutMessage(convID, *grown, at(*grown, now)); err != nil {
+				return err
+			}
+		}
+		for _, m := range out {
+			if err := w.PutMessage(convID, m, at(m, now)); err != nil {
+				return err
+			}
+		}
+		if moveCursor && len(out) > 0 {
+			as.Cursor = lastMsg
+			if err := w.PutAgentSession(convID, ref.Agent, as); err != nil {
+				return err
+			}
+		}
+		return w.SetNative(convID, &nr)
+	})
+	switch {
+	case errors.Is(err, errMarkMoved):
+		return NativeSync{}, nil
+	case err != nil:
+		return NativeSync{}, fmt.Errorf("import native turns: %w", err)
+	}
+	res := NativeSync{Imported: len(out), Updated: grown != nil}
+	if t := s.topics[convID]; t != nil {
+		s.resyncOthersLocked(t, nil, fmt.Sprintf("native session changed: %d message(s) imported from %s session %s", res.Imported, ref.Agent, ref.SessionID))
+	}
+	s.log.Info("linked conversation synced", "conversation", convID, "agent", ref.Agent, "session", ref.SessionID, "imported", res.Imported, "updated", res.Updated)
+	return res, nil
+}
+
+// at is the time a message is stored at: its own timestamp, else now.
+func at(m transcript.Message, now int64) int64 {
+	if m.Timestamp != 0 {
+		return m.Timestamp
+	}
+	return now
+}
+
+// sameMessage reports whether two messages encode alike.
+func sameMessage(a, b transcript.Message) bool {
+	ja, err1 := json.Marshal(a)
+	jb, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && string(ja) == string(jb)
+}
+
+// nativeTurnEnded moves the mark of linked conversation convID past the turn
+// agent just ran in session sessionID, when that is the native session
+// itself (the same agent continued it through session/load or
+// session/resume, so the agent wrote the turn to the native file): the mark
+// becomes the native session's last message, and those messages are not
+// imported again. A turn of another agent (a handoff, or a session/new
+// after a failed load) leaves the native file and the mark alone. finish
+// calls it after storing the answer, while the turn still holds the
+// conversation, so no sync runs between the two.
+func (s *Server) nativeTurnEnded(convID, agent, sessionID string) {
+	if sessionID == "" {
+		return
+	}
+	conv, err := s.store.Conversation(convID)
+	if err != nil || conv.Native == nil || conv.Native.Agent != agent || conv.Native.SessionID != sessionID {
+		return
+	}
+	h := &s.native
+	h.syncMu.Lock()
+	defer h.syncMu.Unlock()
+	if conv, err = s.store.Conversation(convID); err != nil || conv.Native == nil {
+		return
+	}
+	ref := *conv.Native
+	st, _ := nativeStamp(ref.Path)
+	tr, err := native.Read(s.baseCtx, s.nativeEnv(), nativeSource(ref))
+	if err != nil {
+		s.log.Warn("native mark not moved past an ochat turn", "conversation", convID, "session", sessionID, "err", err)
+		return
+	}
+	nr := markAt(ref, tr.Messages, len(tr.Messages)-1, "", st)
+	if err := s.store.SetNative(convID, &nr); err != nil {
+		s.log.Warn("native mark not moved past an ochat turn", "conversation", convID, "session", sessionID, "err", err)
+	}
+}
