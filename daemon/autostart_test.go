@@ -20,10 +20,11 @@ func TestDialStopsRedundantDaemon(t *testing.T) {
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "d.sock")
 	pidfile := filepath.Join(dir, "started.pid")
-	// A stand-in for `ochatd serve` that records its pid and waits, as a
+	// A stand-in for `ochatd serve` that records its pid (whole, by rename:
+	// the listener below starts when the file appears) and waits, as a
 	// daemon blocked on the store's lock does.
 	exe := filepath.Join(dir, "fake-ochatd")
-	if err := os.WriteFile(exe, []byte("#!/bin/sh\necho $$ > "+pidfile+"\nexec sleep 60\n"), 0o755); err != nil {
+	if err := os.WriteFile(exe, []byte("#!/bin/sh\necho $$ > "+pidfile+".tmp && mv "+pidfile+".tmp "+pidfile+"\nexec sleep 60\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	// The other client's daemon: this process listens once the stand-in runs.

@@ -104,8 +104,11 @@ func (e *cliEnv) run(stdin string, args ...string) (string, string, int) {
 func conversationID(t *testing.T, stderr string) string {
 	t.Helper()
 	for _, l := range strings.Split(stderr, "\n") {
-		if id, ok := strings.CutPrefix(l, "conversation: "); ok {
-			return strings.TrimSpace(id)
+		// "conversation: ID (to stop the turn from elsewhere: …)"
+		if rest, ok := strings.CutPrefix(l, "conversation: "); ok {
+			if f := strings.Fields(rest); len(f) > 0 {
+				return f[0]
+			}
 		}
 	}
 	t.Fatalf("no conversation id in stderr:\n%s", stderr)

@@ -315,8 +315,11 @@ func (c *convIDWriter) Write(p []byte) (int, error) {
 		}
 		// The line may follow a question that had no newline.
 		line := string(c.buf[:i])
+		// "conversation: ID (to stop the turn from elsewhere: …)"
 		if j := strings.LastIndex(line, "conversation: "); j >= 0 {
-			c.last = strings.TrimSpace(line[j+len("conversation: "):])
+			if f := strings.Fields(line[j+len("conversation: "):]); len(f) > 0 {
+				c.last = f[0]
+			}
 		}
 		c.buf = c.buf[i+1:]
 	}
