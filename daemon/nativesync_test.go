@@ -1,0 +1,314 @@
+package daemon
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ochat-dev/ochat/history/native"
+	"github.com/ochat-dev/ochat/transcript"
+)
+
+// claudeLines writes Claude Code 2.1 session lines continuing a session:
+// each line's parentUuid is the uuid of the line before, as the CLI writes
+// them.
+type claudeLines struct{ ws, parent string }
+
+// newClaudeLines continues the session file path after its last line.
+func newClaudeLines(t testing.TB, ws, path string) *claudeLines {
+	t.Helper()
+	return &claudeLines{ws: ws, parent: lastClaudeUUID(t, path)}
+}
+
+// lastClaudeUUID is the uuid of the last user or assistant line of path.
+func lastClaudeUUID(t testing.TB, path string) string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	last := ""
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<24)
+	for sc.Scan() {
+		var l struct{ Type, UUID string }
+		if json.Unmarshal(sc.Bytes(), &l) == nil && (l.Type == "user" || l.Type == "assistant") && l.UUID != "" {
+			last = l.UUID
+		}
+	}
+	if last == "" {
+		t.Fatalf("%s has no user or assistant line", path)
+	}
+	return last
+}
+
+func (c *claudeLines) line(typ string, message map[string]any, parent string) (string, string) {
+	claudeLineSeq++
+	uuid := fmt.Sprintf("11111111-0000-4000-8000-%012d", claudeLineSeq)
+	if parent == "" {
+		parent = c.parent
+	}
+	c.parent = uuid
+	b, _ := json.Marshal(map[string]any{
+		"parentUuid": parent, "isSidechain": false, "type": typ, "userType": "external", "message": message,
+		"uuid": uuid, "timestamp": time.Now().UTC().Format(time.RFC3339Nano),
+		"cwd": c.ws, "sessionId": fixtureClaudeID, "version": "2.1.83", "gitBranch": "main",
+	})
+	return string(b), uuid
+}
+
+// user is a prompt typed in the terminal.
+func (c *claudeLines) user(text string) string {
+	l, _ := c.line("user", map[string]any{"role": "user", "content": text}, "")
+	return l
+}
+
+// userAfter is a prompt whose parent is the line with uuid parent (a
+// rewind: the CLI continues from an earlier message).
+func (c *claudeLines) userAfter(parent, text string) string {
+	l, _ := c.line("user", map[string]any{"role": "user", "content": text}, parent)
+	return l
+}
+
+// assistant is one content block of API message msgID.
+func (c *claudeLines) assistant(msgID, text string) string {
+	l, _ := c.line("assistant", map[string]any{
+		"id": msgID, "type": "message", "role": "assistant", "model": "claude-sonnet-4-6",
+		"content": []map[string]any{{"type": "text", "text": text}}, "stop_reason": "end_turn",
+	}, "")
+	return l
+}
+
+// claudeLineSeq numbers the lines claudeLines writes (uuids stay unique
+// across the tests of one process).
+var claudeLineSeq int
+
+// firstUserUUID is the uuid of the first user line of path.
+func firstUserUUID(t testing.TB, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ln := range strings.Split(string(b), "\n") {
+		var l struct{ Type, UUID string }
+		if json.Unmarshal([]byte(ln), &l) == nil && l.Type == "user" && l.UUID != "" {
+			return l.UUID
+		}
+	}
+	t.Fatalf("%s has no user line", path)
+	return ""
+}
+
+func lastMessage(msgs []transcript.Message) transcript.Message {
+	if len(msgs) == 0 {
+		return transcript.Message{}
+	}
+	return msgs[len(msgs)-1]
+}
+
+func TestNativeSyncClaude(t *testing.T) {
+	e, nh := newSessionsEnv(t)
+	a, b := e.dial("a"), e.dial("b")
+	open := call[OpenSessionResult](t, a, MethodSessionsOpen, SessionRefParams{SessionID: fixtureClaudeID})
+	conv := open.ConversationID
+	n0 := len(open.Messages)
+	nat, err := native.ReadFile(ctxT(t), nh.claudeFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := os.Stat(nh.claudeFile)
+	if ref := open.Conversation.Native; ref == nil || ref.LastNativeID != lastMessage(nat.Messages).ID || ref.LastMessageID != lastMessage(open.Messages).ID ||
+		ref.Count != len(nat.Messages) || ref.Size != fi.Size() || ref.ModTimeNs != fi.ModTime().UnixNano() || ref.MarkedAt == 0 {
+		t.Fatalf("mark after open %+v, want last native %s, %d messages, size %d", open.Conversation.Native, lastMessage(nat.Messages).ID, len(nat.Messages), fi.Size())
+	}
+	call[SubscribeResult](t, b, MethodSubscribe, ConversationParams{ConversationID: conv})
+
+	cl := newClaudeLines(t, e.ws, nh.claudeFile)
+	rewindTo := firstUserUUID(t, nh.claudeFile)
+	before, _ := os.ReadFile(nh.claudeFile)
+	written := string(before)
+	// Each step changes the native file (or not), then asks the daemon in
+	// one way; the conversation must then hold want messages.
+	steps := []struct {
+		name    string
+		lines   []string
+		via     string // "get", "subscribe", "open", "history"
+		want    int    // messages in the conversation after the step
+		last    string // text of the last message ("" = not checked)
+		updated bool   // open: the last imported message was replaced
+		note    string // open: substring of the sync note
+		resync  bool   // the other subscriber is sent ochat/resync
+	}{
+		{name: "terminal turn on get", lines: []string{cl.user("TERMINAL one"), cl.assistant("msg_t1", "answer one")}, via: "get", want: n0 + 2, last: "answer one", resync: true},
+		{name: "get again, no duplicate", via: "get", want: n0 + 2},
+		{name: "subscribe, no duplicate", via: "subscribe", want: n0 + 2},
+		{name: "a non-message line only", lines: []string{`{"type":"last-prompt","lastPrompt":"TERMINAL one","sessionId":"` + fixtureClaudeID + `"}`}, via: "get", want: n0 + 2},
+		{name: "open again imports", lines: []string{cl.user("TERMINAL two"), cl.assistant("msg_t2", "answer two")}, via: "open", want: n0 + 4, last: "answer two", resync: true},
+		{name: "the turn grows in place", lines: []string{cl.assistant("msg_t2", "and more")}, via: "open", want: n0 + 4, last: "answer two\n\nand more", updated: true, resync: true},
+		{name: "terminal turn on subscribe", lines: []string{cl.user("TERMINAL three"), cl.assistant("msg_t3", "answer three")}, via: "subscribe", want: n0 + 6, last: "answer three", resync: true},
+		{name: "rewound in the terminal", lines: []string{cl.userAfter(rewindTo, "TERMINAL rewound")}, via: "open", want: n0 + 6, last: "answer three", note: "no longer holds message msg_t3"},
+		{name: "still rewound", via: "get", want: n0 + 6, last: "answer three"},
+	}
+	for _, st := range steps {
+		for _, l := range st.lines {
+			appendLine(t, nh.claudeFile, l)
+			written += l + "\n"
+		}
+		var msgs []transcript.Message
+		switch st.via {
+		case "get":
+			msgs = call[GetConversationResult](t, a, MethodConversationsGet, ConversationParams{ConversationID: conv}).Messages
+		case "subscribe":
+			msgs = call[SubscribeResult](t, a, MethodSubscribe, ConversationParams{ConversationID: conv}).Messages
+		case "open":
+			res := call[OpenSessionResult](t, a, MethodSessionsOpen, SessionRefParams{Path: nh.claudeFile})
+			if res.Created || res.ConversationID != conv || res.Sync == nil {
+				t.Fatalf("%s: open %+v", st.name, res)
+			}
+			if res.Sync.Updated != st.updated || !strings.Contains(res.Sync.Note, st.note) || (st.note == "") != (res.Sync.Note == "") {
+				t.Fatalf("%s: sync %+v, want updated %v note %q", st.name, res.Sync, st.updated, st.note)
+			}
+			msgs = res.Messages
+		}
+		if len(msgs) != st.want {
+			t.Fatalf("%s: %d messages, want %d", st.name, len(msgs), st.want)
+		}
+		for i := 1; i < len(msgs); i++ {
+			if msgs[i].ID <= msgs[i-1].ID {
+				t.Fatalf("%s: ids not ascending at %d", st.name, i)
+			}
+		}
+		if last := lastMessage(msgs); st.last != "" && (answerText(last) != st.last || last.Agent != "claude" || last.Status != transcript.StatusCompleted) {
+			t.Fatalf("%s: last message %q by %q (%s), want %q by claude", st.name, answerText(last), last.Agent, last.Status, st.last)
+		}
+		if st.resync {
+			n := nextNote(t, b, NotifyResync)
+			var p ResyncParams
+			json.Unmarshal(n.Params, &p)
+			if p.ConversationID != conv || !strings.Contains(p.Reason, "native session changed") {
+				t.Fatalf("%s: resync %+v", st.name, p)
+			}
+			call[SubscribeResult](t, b, MethodSubscribe, ConversationParams{ConversationID: conv})
+		}
+	}
+	// Imported turns are ordinary messages: user text, then claude's answer.
+	msgs := call[GetConversationResult](t, a, MethodConversationsGet, ConversationParams{ConversationID: conv}).Messages
+	if u := msgs[n0]; u.Role != transcript.RoleUser || u.Content != "TERMINAL one" {
+		t.Fatalf("imported user message %+v", u)
+	}
+	// The native session holds the imported turns: claude's session cursor
+	// moved past them (a session/load prompt hands nothing off again).
+	if as, err := e.store.AgentSession(conv, "claude"); err != nil || as.Cursor != msgs[n0+5].ID {
+		t.Fatalf("claude cursor %q (%v), want %s", as.Cursor, err, msgs[n0+5].ID)
+	}
+	// The native file was only read.
+	if after, _ := os.ReadFile(nh.claudeFile); string(after) != written {
+		t.Fatal("the native file holds something the test did not write")
+	}
+}
+
+// A turn ochat runs in the native session itself (same agent, session/load)
+// is written by the agent to the native file: the mark moves past it, so it
+// is not imported again. A handoff turn of another agent carries the
+// terminal's turns and leaves the mark alone.
+func TestNativeSyncOchatTurns(t *testing.T) {
+	e, nh, _ := newSessionsRealEnv(t)
+	c := e.dial("a")
+	open := call[OpenSessionResult](t, c, MethodSessionsOpen, SessionRefParams{SessionID: fixtureClaudeID})
+	conv := open.ConversationID
+	n0 := len(open.Messages)
+	cl := newClaudeLines(t, e.ws, nh.claudeFile)
+
+	// A terminal turn, then a prompt to claude: the sync before the send
+	// imports the turn, and claude's cursor moves past it, so the loaded
+	// session gets the bare prompt.
+	appendLine(t, nh.claudeFile, cl.user("TERMINAL one"))
+	appendLine(t, nh.claudeFile, cl.assistant("msg_t1", "answer one"))
+	res := call[SendResult](t, c, MethodChatSend, SendParams{ConversationID: conv, Text: "ECHOALL"})
+	if lg := collect(t, c, res.TurnID, nil); lg.terminal().Type != transcript.EvTurnCompleted {
+		t.Fatalf("load turn ended %+v", lg.terminal())
+	}
+	got := call[GetConversationResult](t, c, MethodConversationsGet, ConversationParams{ConversationID: conv})
+	if len(got.Messages) != n0+4 || got.Messages[n0].Content != "TERMINAL one" || strings.TrimSpace(answerText(lastMessage(got.Messages))) != "ECHOALL" {
+		t.Fatalf("after the load turn: %d messages (want %d), last %q", len(got.Messages), n0+4, answerText(lastMessage(got.Messages)))
+	}
+	fi, _ := os.Stat(nh.claudeFile)
+	if ref := got.Conversation.Native; ref.LastNativeID != "msg_t1" || ref.LastMessageID != "" || ref.Size != fi.Size() {
+		t.Fatalf("mark after the load turn %+v (the turn ended: mark at the native session's end)", ref)
+	}
+
+	// The agent wrote its turn to the native file (simulated: the scripted
+	// agent keeps its sessions elsewhere), then the turn ended.
+	appendLine(t, nh.claudeFile, cl.user("ECHOALL"))
+	appendLine(t, nh.claudeFile, cl.assistant("msg_o1", "ECHOALL"))
+	e.srv.nativeTurnEnded(conv, "claude", fixtureClaudeID)
+	for _, via := range []string{MethodConversationsGet, MethodSubscribe} {
+		got = call[GetConversationResult](t, c, via, ConversationParams{ConversationID: conv})
+		if len(got.Messages) != n0+4 {
+			t.Fatalf("%s after the agent's own turn: %d messages, want %d (imported twice?)", via, len(got.Messages), n0+4)
+		}
+	}
+	if ref := got.Conversation.Native; ref.LastNativeID != "msg_o1" {
+		t.Fatalf("mark %+v, want at msg_o1", ref)
+	}
+	// Another agent's turn (or claude in a session that is not the native
+	// one) does not move the mark.
+	e.srv.nativeTurnEnded(conv, "test", fixtureClaudeID)
+	e.srv.nativeTurnEnded(conv, "claude", "some-other-session")
+	if cv, _ := e.store.Conversation(conv); cv.Native.LastNativeID != "msg_o1" || cv.Native.MarkedAt != got.Conversation.Native.MarkedAt {
+		t.Fatalf("mark moved by a turn outside the native session: %+v", cv.Native)
+	}
+
+	// A terminal turn, then a handoff to another agent: the prompt's
+	// handoff block carries it; the mark stays where the import left it.
+	appendLine(t, nh.claudeFile, cl.user("TERMINAL two"))
+	appendLine(t, nh.claudeFile, cl.assistant("msg_t2", "answer two"))
+	res = call[SendResult](t, c, MethodChatSend, SendParams{ConversationID: conv, Agent: "test", Text: "ECHOALL"})
+	if lg := collect(t, c, res.TurnID, nil); lg.terminal().Type != transcript.EvTurnCompleted {
+		t.Fatalf("handoff turn ended %+v", lg.terminal())
+	}
+	got = call[GetConversationResult](t, c, MethodConversationsGet, ConversationParams{ConversationID: conv})
+	text := answerText(lastMessage(got.Messages))
+	for _, want := range []string{"TERMINAL one", "TERMINAL two", "answer two", "ECHOALL"} {
+		if !strings.Contains(text, want) {
+			t.Fatalf("handoff prompt lacks %q:\n%s", want, text)
+		}
+	}
+	if len(got.Messages) != n0+8 {
+		t.Fatalf("after the handoff: %d messages, want %d", len(got.Messages), n0+8)
+	}
+	if ref := got.Conversation.Native; ref.LastNativeID != "msg_t2" {
+		t.Fatalf("mark after the handoff %+v, want at msg_t2", ref)
+	}
+}
+
+// Codex rollouts: messages are numbered by line ("L<n>"), so appended
+// lines keep the ids of the earlier ones.
+func TestNativeSyncCodex(t *testing.T) {
+	e, nh := newSessionsEnv(t)
+	c := e.dial("a")
+	open := call[OpenSessionResult](t, c, MethodSessionsOpen, SessionRefParams{Path: nh.codexFile})
+	n0 := len(open.Messages)
+	if open.Conversation.Native.LastNativeID == "" {
+		t.Fatalf("codex mark %+v", open.Conversation.Native)
+	}
+	ts := time.Now().UTC().Format(time.RFC3339Nano)
+	for _, l := range []string{
+		`{"timestamp":"` + ts + `","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"TERMINAL codex"}]}}`,
+		`{"timestamp":"` + ts + `","type":"response_item","payload":{"type":"message","role":"assistant","content":[{"type":"output_text","text":"codex answer"}]}}`,
+	} {
+		appendLine(t, nh.codexFile, l)
+	}
+	for i, via := range []string{MethodConversationsGet, MethodConversationsGet} {
+		got := call[GetConversationResult](t, c, via, ConversationParams{ConversationID: open.ConversationID})
+		if len(got.Messages) != n0+2 || got.Messages[n0].Content != "TERMINAL codex" || answerText(got.Messages[n0+1]) != "codex answer" || got.Messages[n0+1].Agent != "codex" {
+			t.Fatalf("get %d: %d messages (want %d), last %+v", i, len(got.Messages), n0+2, lastMessage(got.Messages))
+		}
+	}
+}
