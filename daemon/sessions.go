@@ -764,7 +764,9 @@ func (s *Server) readSession(ctx context.Context, p SessionRefParams) (any, erro
 }
 
 // openSession handles ochat/sessions/open: it snapshots the native session
-// into a new conversation linked to it (or returns the one opened before).
+// into a new conversation linked to it, with the mark at the snapshot's last
+// native message (or returns the one opened before, first importing what
+// the native session gained since: syncNative).
 // The messages get new sortable ids in transcript order; the native id is
 // stored as the native agent's session id with the last snapshot message as
 // cursor, so a prompt to that agent does session/load of the native session
