@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ochat-dev/ochat/history"
 	"github.com/ochat-dev/ochat/history/native"
 	"github.com/ochat-dev/ochat/transcript"
 )
@@ -310,5 +311,34 @@ func TestNativeSyncCodex(t *testing.T) {
 		if len(got.Messages) != n0+2 || got.Messages[n0].Content != "TERMINAL codex" || answerText(got.Messages[n0+1]) != "codex answer" || got.Messages[n0+1].Agent != "codex" {
 			t.Fatalf("get %d: %d messages (want %d), last %+v", i, len(got.Messages), n0+2, lastMessage(got.Messages))
 		}
+	}
+}
+
+// A conversation opened before marks existed: nothing is guessed; the mark
+// is set at the session's end, and later turns are imported.
+func TestNativeSyncUnmarked(t *testing.T) {
+	e, nh := newSessionsEnv(t)
+	c := e.dial("a")
+	open := call[OpenSessionResult](t, c, MethodSessionsOpen, SessionRefParams{SessionID: fixtureClaudeID})
+	conv, n0 := open.ConversationID, len(open.Messages)
+	old := open.Conversation.Native
+	if err := e.store.SetNative(conv, &history.NativeRef{Agent: old.Agent, SessionID: old.SessionID, Path: old.Path}); err != nil {
+		t.Fatal(err)
+	}
+	cl := newClaudeLines(t, e.ws, nh.claudeFile)
+	appendLine(t, nh.claudeFile, cl.user("TERMINAL before the mark"))
+	appendLine(t, nh.claudeFile, cl.assistant("msg_u1", "unmarked answer"))
+	res := call[OpenSessionResult](t, c, MethodSessionsOpen, SessionRefParams{SessionID: fixtureClaudeID})
+	if res.Sync == nil || res.Sync.Imported != 0 || !strings.Contains(res.Sync.Note, "opened before") || len(res.Messages) != n0 {
+		t.Fatalf("first sync of an unmarked conversation: %+v, %d messages (want %d)", res.Sync, len(res.Messages), n0)
+	}
+	if ref := res.Conversation.Native; ref.LastNativeID != "msg_u1" || ref.MarkedAt == 0 {
+		t.Fatalf("mark %+v, want at msg_u1", ref)
+	}
+	appendLine(t, nh.claudeFile, cl.user("TERMINAL after the mark"))
+	appendLine(t, nh.claudeFile, cl.assistant("msg_u2", "marked answer"))
+	got := call[GetConversationResult](t, c, MethodConversationsGet, ConversationParams{ConversationID: conv})
+	if len(got.Messages) != n0+2 || answerText(lastMessage(got.Messages)) != "marked answer" {
+		t.Fatalf("%d messages (want %d), last %q", len(got.Messages), n0+2, answerText(lastMessage(got.Messages)))
 	}
 }
