@@ -173,6 +173,11 @@ func (s *Server) syncNative(ctx context.Context, convID string) (NativeSync, err
 		}
 	}
 	fresh := msgs[idx+1:]
+	// Messages to import: fresh without ochat's own late-written turn.
+	out, skippedTail := fresh, false
+	if ref.AwaitPrompt != "" {
+		out, skippedTail = withoutTurn(fresh, ref.AwaitPrompt)
+	}
 	var grown *transcript.Message
 	if idx >= 0 && ref.LastMessageID != "" {
 		if old, err := s.store.Message(convID, ref.LastMessageID); err == nil {
@@ -186,6 +191,14 @@ func (s *Server) syncNative(ctx context.Context, convID string) (NativeSync, err
 			if err := s.store.SetNative(convID, &nr); err != nil {
 				return NativeSync{}, fmt.Errorf("set native mark: %w", err)
 			}
+		}
+		return NativeSync{}, nil
+	}
+	if len(out) == 0 && grown == nil { // only ochat's own turn, written late
+		nr := markAt(ref, msgs, len(msgs)-1, "", st)
+		nr.AwaitPrompt = ""
+		if err := s.store.SetNative(convID, &nr); err != nil {
+			return NativeSync{}, fmt.Errorf("set native mark: %w", err)
 		}
 		return NativeSync{}, nil
 	}
@@ -204,15 +217,21 @@ func (s *Server) syncNative(ctx context.Context, convID string) (NativeSync, err
 		rest, err := s.store.MessagesAfter(convID, as.Cursor)
 		moveCursor = err == nil && len(rest) == 0
 	}
-	out := make([]transcript.Message, 0, len(fresh))
-	for _, m := range fresh {
-		out = append(out, importedMessage(m, ref.Agent, s.newID()))
+	imported := make([]transcript.Message, 0, len(out))
+	for _, m := range out {
+		imported = append(imported, importedMessage(m, ref.Agent, s.newID()))
 	}
 	lastMsg := ref.LastMessageID
-	if n := len(out); n > 0 {
-		lastMsg = out[n-1].ID
+	switch n := len(imported); {
+	case skippedTail:
+		lastMsg = "" // the native session ends with ochat's own turn
+	case n > 0:
+		lastMsg = imported[n-1].ID
 	}
 	nr := markAt(ref, msgs, len(msgs)-1, lastMsg, st)
+	if len(fresh) > 0 {
+		nr.AwaitPrompt = "" // the awaited turn was skipped, or is not coming
+	}
 	now := nowMs()
 	err = s.store.Update(func(w *history.Writer) error {
 		cur, err := w.Conversation(convID)
@@ -227,13 +246,13 @@ func (s *Server) syncNative(ctx context.Context, convID string) (NativeSync, err
 				return err
 			}
 		}
-		for _, m := range out {
+		for _, m := range imported {
 			if err := w.PutMessage(convID, m, at(m, now)); err != nil {
 				return err
 			}
 		}
-		if moveCursor && len(out) > 0 {
-			as.Cursor = lastMsg
+		if n := len(imported); moveCursor && n > 0 {
+			as.Cursor = imported[n-1].ID
 			if err := w.PutAgentSession(convID, ref.Agent, as); err != nil {
 				return err
 			}
@@ -246,7 +265,7 @@ func (s *Server) syncNative(ctx context.Context, convID string) (NativeSync, err
 	case err != nil:
 		return NativeSync{}, fmt.Errorf("import native turns: %w", err)
 	}
-	res := NativeSync{Imported: len(out), Updated: grown != nil}
+	res := NativeSync{Imported: len(imported), Updated: grown != nil}
 	if t := s.topics[convID]; t != nil {
 		s.resyncOthersLocked(t, nil, fmt.Sprintf("native session changed: %d message(s) imported from %s session %s", res.Imported, ref.Agent, ref.SessionID))
 	}
@@ -270,15 +289,19 @@ func sameMessage(a, b transcript.Message) bool {
 }
 
 // nativeTurnEnded moves the mark of linked conversation convID past the turn
-// agent just ran in session sessionID, when that is the native session
-// itself (the same agent continued it through session/load or
-// session/resume, so the agent wrote the turn to the native file): the mark
-// becomes the native session's last message, and those messages are not
-// imported again. A turn of another agent (a handoff, or a session/new
-// after a failed load) leaves the native file and the mark alone. finish
-// calls it after storing the answer, while the turn still holds the
-// conversation, so no sync runs between the two.
-func (s *Server) nativeTurnEnded(convID, agent, sessionID string) {
+// agent just ran in session sessionID with prompt text prompt, when that is
+// the native session itself (the same agent continued it through
+// session/load or session/resume, so the agent wrote the turn to the native
+// file): the mark becomes the native session's last message, and those
+// messages are not imported again. An agent may write its log after it
+// answers: when the native session does not yet hold the prompt and an
+// answer after it, the mark stays before the prompt's message (if written)
+// and NativeRef.AwaitPrompt makes the next sync skip the turn. A turn of
+// another agent (a handoff, or a session/new after a failed load) leaves
+// the native file and the mark alone. finish calls it after storing the
+// answer, while the turn still holds the conversation, so no sync runs
+// between the two.
+func (s *Server) nativeTurnEnded(convID, agent, sessionID, prompt string) {
 	if sessionID == "" {
 		return
 	}
@@ -299,8 +322,49 @@ func (s *Server) nativeTurnEnded(convID, agent, sessionID string) {
 		s.log.Warn("native mark not moved past an ochat turn", "conversation", convID, "session", sessionID, "err", err)
 		return
 	}
-	nr := markAt(ref, tr.Messages, len(tr.Messages)-1, "", st)
+	msgs := tr.Messages
+	from := messageIndex(msgs, ref.LastNativeID) + 1 // 0 when the mark is gone or empty
+	end, await := len(msgs)-1, ""
+	if strings.TrimSpace(prompt) != "" {
+		switch i := promptIndex(msgs[from:], prompt); {
+		case i < 0: // not written yet
+			await = prompt
+		case from+i == len(msgs)-1: // the prompt is written, its answer not yet
+			end, await = from+i-1, prompt
+		}
+	}
+	nr := markAt(ref, msgs, end, "", st)
+	nr.AwaitPrompt = await
 	if err := s.store.SetNative(convID, &nr); err != nil {
 		s.log.Warn("native mark not moved past an ochat turn", "conversation", convID, "session", sessionID, "err", err)
 	}
+}
+
+// promptIndex is the index of the first visible user message of msgs whose
+// text holds prompt (an agent may record a handoff block before it), or -1.
+func promptIndex(msgs []transcript.Message, prompt string) int {
+	p := strings.TrimSpace(prompt)
+	for i, m := range msgs {
+		if m.Role == transcript.RoleUser && !m.Hidden && strings.Contains(m.Content, p) {
+			return i
+		}
+	}
+	return -1
+}
+
+// withoutTurn is msgs without the turn of the first user message holding
+// prompt: that message and the messages after it up to the next visible
+// user message. tail reports that the turn ended msgs. Without such a
+// message, msgs is returned as is.
+func withoutTurn(msgs []transcript.Message, prompt string) (out []transcript.Message, tail bool) {
+	i := promptIndex(msgs, prompt)
+	if i < 0 {
+		return msgs, false
+	}
+	j := i + 1
+	for j < len(msgs) && (msgs[j].Role != transcript.RoleUser || msgs[j].Hidden) {
+		j++
+	}
+	out = append(append(make([]transcript.Message, 0, len(msgs)-(j-i)), msgs[:i]...), msgs[j:]...)
+	return out, j == len(msgs)
 }

@@ -239,32 +239,66 @@ func TestNativeSyncOchatTurns(t *testing.T) {
 	if len(got.Messages) != n0+4 || got.Messages[n0].Content != "TERMINAL one" || strings.TrimSpace(answerText(lastMessage(got.Messages))) != "ECHOALL" {
 		t.Fatalf("after the load turn: %d messages (want %d), last %q", len(got.Messages), n0+4, answerText(lastMessage(got.Messages)))
 	}
+	// The scripted agent keeps its sessions elsewhere: when the turn ended
+	// the native file did not hold it, so the mark waits for the prompt.
 	fi, _ := os.Stat(nh.claudeFile)
-	if ref := got.Conversation.Native; ref.LastNativeID != "msg_t1" || ref.LastMessageID != "" || ref.Size != fi.Size() {
-		t.Fatalf("mark after the load turn %+v (the turn ended: mark at the native session's end)", ref)
+	if ref := got.Conversation.Native; ref.LastNativeID != "msg_t1" || ref.LastMessageID != "" || ref.Size != fi.Size() || ref.AwaitPrompt != "ECHOALL" {
+		t.Fatalf("mark after the load turn %+v (want at msg_t1, awaiting ECHOALL)", ref)
 	}
-
-	// The agent wrote its turn to the native file (simulated: the scripted
-	// agent keeps its sessions elsewhere), then the turn ended.
+	// The agent writes its log late (simulated): the turn is skipped.
 	appendLine(t, nh.claudeFile, cl.user("ECHOALL"))
 	appendLine(t, nh.claudeFile, cl.assistant("msg_o1", "ECHOALL"))
-	e.srv.nativeTurnEnded(conv, "claude", fixtureClaudeID)
-	for _, via := range []string{MethodConversationsGet, MethodSubscribe} {
-		got = call[GetConversationResult](t, c, via, ConversationParams{ConversationID: conv})
-		if len(got.Messages) != n0+4 {
-			t.Fatalf("%s after the agent's own turn: %d messages, want %d (imported twice?)", via, len(got.Messages), n0+4)
-		}
+	got = call[GetConversationResult](t, c, MethodConversationsGet, ConversationParams{ConversationID: conv})
+	if ref := got.Conversation.Native; len(got.Messages) != n0+4 || ref.LastNativeID != "msg_o1" || ref.AwaitPrompt != "" {
+		t.Fatalf("after the late log: %d messages (want %d), mark %+v", len(got.Messages), n0+4, ref)
 	}
-	if ref := got.Conversation.Native; ref.LastNativeID != "msg_o1" {
-		t.Fatalf("mark %+v, want at msg_o1", ref)
+
+	// More turns ochat runs in the native session (simulated: lines as the
+	// agent writes them, before or after the turn's end; then the sync).
+	ochatTurns := []struct {
+		name        string
+		prompt      string
+		before      []string // written before the turn ends
+		after       []string // written after it
+		mark, await string   // the mark when the turn ended
+	}{
+		{name: "written before the end", prompt: "PROMPT B", before: []string{cl.user("PROMPT B"), cl.assistant("msg_o2", "B")}, mark: "msg_o2"},
+		{name: "answer written late", prompt: "PROMPT C", before: []string{cl.user("PROMPT C")}, after: []string{cl.assistant("msg_o3", "C")}, mark: "msg_o2", await: "PROMPT C"},
+		{name: "all written late", prompt: "PROMPT D", after: []string{cl.user("PROMPT D"), cl.assistant("msg_o4", "D")}, mark: "msg_o3", await: "PROMPT D"},
+		{name: "a handoff before the prompt", prompt: "PROMPT E", before: []string{cl.user("<handoff>\n[user]\nx\n</handoff>\n\nPROMPT E"), cl.assistant("msg_o5", "E")}, mark: "msg_o5"},
+	}
+	for _, tt := range ochatTurns {
+		for _, l := range tt.before {
+			appendLine(t, nh.claudeFile, l)
+		}
+		e.srv.nativeTurnEnded(conv, "claude", fixtureClaudeID, tt.prompt)
+		if cv, _ := e.store.Conversation(conv); cv.Native.LastNativeID != tt.mark || cv.Native.AwaitPrompt != tt.await {
+			t.Fatalf("%s: mark at the turn's end %+v, want %s awaiting %q", tt.name, cv.Native, tt.mark, tt.await)
+		}
+		for _, l := range tt.after {
+			appendLine(t, nh.claudeFile, l)
+		}
+		for _, via := range []string{MethodConversationsGet, MethodSubscribe} {
+			got = call[GetConversationResult](t, c, via, ConversationParams{ConversationID: conv})
+			if len(got.Messages) != n0+4 {
+				t.Fatalf("%s: %s: %d messages, want %d (ochat's own turn imported?)", tt.name, via, len(got.Messages), n0+4)
+			}
+		}
+		if ref := got.Conversation.Native; ref.AwaitPrompt != "" || ref.LastNativeID == tt.mark && len(tt.after) > 0 {
+			t.Fatalf("%s: mark after the sync %+v", tt.name, ref)
+		}
 	}
 	// Another agent's turn (or claude in a session that is not the native
 	// one) does not move the mark.
-	e.srv.nativeTurnEnded(conv, "test", fixtureClaudeID)
-	e.srv.nativeTurnEnded(conv, "claude", "some-other-session")
-	if cv, _ := e.store.Conversation(conv); cv.Native.LastNativeID != "msg_o1" || cv.Native.MarkedAt != got.Conversation.Native.MarkedAt {
+	e.srv.nativeTurnEnded(conv, "test", fixtureClaudeID, "x")
+	e.srv.nativeTurnEnded(conv, "claude", "some-other-session", "x")
+	if cv, _ := e.store.Conversation(conv); cv.Native.LastNativeID != "msg_o5" || cv.Native.MarkedAt != got.Conversation.Native.MarkedAt {
 		t.Fatalf("mark moved by a turn outside the native session: %+v", cv.Native)
 	}
+
+	// A turn whose log the agent never writes: the terminal's next turn is
+	// imported all the same, and the wait ends.
+	e.srv.nativeTurnEnded(conv, "claude", fixtureClaudeID, "PROMPT F never logged")
 
 	// A terminal turn, then a handoff to another agent: the prompt's
 	// handoff block carries it; the mark stays where the import left it.
@@ -284,7 +318,7 @@ func TestNativeSyncOchatTurns(t *testing.T) {
 	if len(got.Messages) != n0+8 {
 		t.Fatalf("after the handoff: %d messages, want %d", len(got.Messages), n0+8)
 	}
-	if ref := got.Conversation.Native; ref.LastNativeID != "msg_t2" {
+	if ref := got.Conversation.Native; ref.LastNativeID != "msg_t2" || ref.AwaitPrompt != "" {
 		t.Fatalf("mark after the handoff %+v, want at msg_t2", ref)
 	}
 }

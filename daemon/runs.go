@@ -735,7 +735,7 @@ func (s *Server) finish(r *run, stopReason, errMsg string) {
 			term = transcript.Event{Type: transcript.EvTurnFailed, Message: errMsg}
 		}
 	}
-	s.nativeTurnEnded(r.convID, r.agent, sessionID) // the agent wrote this turn to a linked native session
+	s.nativeTurnEnded(r.convID, r.agent, sessionID, r.userMsg.Content) // the agent wrote this turn to a linked native session
 
 	s.mu.Lock()
 	r.red = transcript.NewReducer(final)

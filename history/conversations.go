@@ -53,6 +53,13 @@ type NativeRef struct {
 	ModTimeNs int64 `json:"modTimeNs,omitempty"`
 	// MarkedAt is when the mark was last set (Unix ms); 0 = no mark.
 	MarkedAt int64 `json:"markedAt,omitempty"`
+	// AwaitPrompt is the prompt text of a turn ochat ran in the native
+	// session whose records the agent had not yet written to the native
+	// file when the turn ended (an agent that writes its log
+	// asynchronously). The next sync that finds messages after the mark
+	// skips that turn — the first user message holding this text and the
+	// answer after it — instead of importing it, and clears the field.
+	AwaitPrompt string `json:"awaitPrompt,omitempty"`
 }
 
 // CreateConversation stores a new conversation. c.ID must be non-empty and
