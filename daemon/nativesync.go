@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/ochat-dev/ochat/history"
 	"github.com/ochat-dev/ochat/history/native"
@@ -40,6 +42,10 @@ type NativeSync struct {
 	Updated  bool   `json:"updated,omitempty"`
 	Note     string `json:"note,omitempty"`
 }
+
+// linkedSyncDebounce merges the changes of one native file before the
+// subscribed conversations linked to it are synced.
+const linkedSyncDebounce = 100 * time.Millisecond
 
 // errMarkMoved aborts an import whose mark was moved meanwhile.
 var errMarkMoved = errors.New("the native mark moved meanwhile")
@@ -367,4 +373,65 @@ func withoutTurn(msgs []transcript.Message, prompt string) (out []transcript.Mes
 	}
 	out = append(append(make([]transcript.Message, 0, len(msgs)-(j-i)), msgs[:i]...), msgs[j:]...)
 	return out, j == len(msgs)
+}
+
+// nativeFileChanged is called for every change the native watcher reports:
+// linkedSyncDebounce later, every conversation that has subscribers and is
+// linked to path is synced, so an editor showing it sees the terminal's
+// turns as they are written (its subscribers get ochat/resync).
+func (s *Server) nativeFileChanged(path string) {
+	h := &s.native
+	h.mu.Lock()
+	if h.linkedPending == nil {
+		h.linkedPending = map[string]bool{}
+	}
+	if h.linkedPending[path] {
+		h.mu.Unlock()
+		return
+	}
+	h.linkedPending[path] = true
+	h.mu.Unlock()
+	time.AfterFunc(linkedSyncDebounce, func() {
+		h.mu.Lock()
+		delete(h.linkedPending, path)
+		h.mu.Unlock()
+		if s.baseCtx.Err() != nil {
+			return
+		}
+		for _, id := range s.subscribedLinked(path) {
+			s.syncLinked(s.baseCtx, id)
+		}
+	})
+}
+
+// subscribedLinked lists the conversations with subscribers that are linked
+// to the native session file path.
+func (s *Server) subscribedLinked(path string) []string {
+	s.mu.Lock()
+	ids := make([]string, 0, len(s.topics))
+	for id, t := range s.topics {
+		if len(t.subs) > 0 {
+			ids = append(ids, id)
+		}
+	}
+	s.mu.Unlock()
+	var out []string
+	want := ""
+	for _, id := range ids {
+		cv, err := s.store.Conversation(id)
+		if err != nil || cv.Native == nil || cv.Native.Path == "" {
+			continue
+		}
+		if cv.Native.Path == path || filepath.Clean(cv.Native.Path) == filepath.Clean(path) {
+			out = append(out, id)
+			continue
+		}
+		if want == "" {
+			want = resolved(path)
+		}
+		if resolved(cv.Native.Path) == want {
+			out = append(out, id)
+		}
+	}
+	return out
 }

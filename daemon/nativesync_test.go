@@ -376,3 +376,35 @@ func TestNativeSyncUnmarked(t *testing.T) {
 		t.Fatalf("%d messages (want %d), last %q", len(got.Messages), n0+2, answerText(lastMessage(got.Messages)))
 	}
 }
+
+// A subscribed linked conversation grows as the terminal writes: the
+// watcher's change syncs it and its subscribers are sent ochat/resync.
+func TestNativeSyncLive(t *testing.T) {
+	e, nh := newSessionsEnv(t)
+	c, b := e.dial("a"), e.dial("b")
+	call[SessionsListResult](t, c, MethodSessionsList, nil) // starts the watcher
+	open := call[OpenSessionResult](t, c, MethodSessionsOpen, SessionRefParams{SessionID: fixtureClaudeID})
+	n0 := len(open.Messages)
+	call[SubscribeResult](t, b, MethodSubscribe, ConversationParams{ConversationID: open.ConversationID})
+	cl := newClaudeLines(t, e.ws, nh.claudeFile)
+	appendLine(t, nh.claudeFile, cl.user("TERMINAL live"))
+	appendLine(t, nh.claudeFile, cl.assistant("msg_l1", "live answer"))
+	for {
+		n := nextNote(t, b, NotifyResync)
+		var p ResyncParams
+		json.Unmarshal(n.Params, &p)
+		if p.ConversationID != open.ConversationID {
+			t.Fatalf("resync %+v", p)
+		}
+		sub := call[SubscribeResult](t, b, MethodSubscribe, ConversationParams{ConversationID: open.ConversationID})
+		if len(sub.Messages) == n0+2 && answerText(lastMessage(sub.Messages)) == "live answer" {
+			break // the two lines may arrive in one sync or two
+		}
+		if len(sub.Messages) > n0+2 {
+			t.Fatalf("%d messages, want %d", len(sub.Messages), n0+2)
+		}
+	}
+	if cv, _ := e.store.Conversation(open.ConversationID); cv.Native.LastNativeID != "msg_l1" {
+		t.Fatalf("mark %+v", cv.Native)
+	}
+}

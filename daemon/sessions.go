@@ -193,6 +193,9 @@ type sessionsHub struct {
 	parsed atomic.Int64 // session files parsed by listings (cache misses)
 	openMu sync.Mutex   // one open at a time: one conversation per native session
 	syncMu sync.Mutex   // one linked-conversation sync or mark move at a time (nativesync.go)
+	// linkedPending holds the native files whose change will sync the
+	// subscribed conversations linked to them (guarded by mu).
+	linkedPending map[string]bool
 
 	mu        sync.Mutex
 	clients   map[*client]bool // clients with a disconnect watcher
@@ -279,10 +282,14 @@ func (s *Server) watchLoop(w *native.Watcher) {
 		switch ev.Kind {
 		case native.WatchUpdate:
 			h.deliver(s, ev)
+			s.nativeFileChanged(ev.Path)
 		case native.WatchRemoved:
 			h.removed(ev.Path)
 			h.noteChange(s, ev)
-		case native.WatchChanged, native.WatchProblem:
+		case native.WatchChanged:
+			h.noteChange(s, ev)
+			s.nativeFileChanged(ev.Path)
+		case native.WatchProblem:
 			h.noteChange(s, ev)
 		}
 	}
