@@ -189,7 +189,7 @@ func (s *Server) snapshot(id string) (history.Conversation, []transcript.Message
 }
 
 func (s *Server) getConversation(id string) (any, error) {
-	s.syncLinked(s.baseCtx, id) // a linked conversation first imports its native session's new turns
+	s.syncLinked(s.baseCtx, id, nil) // a linked conversation first imports its native session's new turns
 	conv, msgs, err := s.snapshot(id)
 	if err != nil {
 		return nil, err
@@ -260,7 +260,7 @@ func (s *Server) historyRecords(id string) (any, error) {
 // snapshot, running turn's buffered events, pending permissions — under s.mu,
 // so every later event is queued after it: no gap, no duplicate.
 func (s *Server) subscribe(c *client, id string, reply jsonrpc2.Replier) (any, error) {
-	s.syncLinked(s.baseCtx, id) // a linked conversation first imports its native session's new turns
+	s.syncLinked(s.baseCtx, id, c) // a linked conversation first imports its native session's new turns
 	conv, msgs, err := s.snapshot(id)
 	if err != nil {
 		return nil, err

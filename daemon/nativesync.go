@@ -112,10 +112,12 @@ func (s *Server) turnRunning(convID string) bool {
 	return t != nil && t.run != nil
 }
 
-// syncLinked is syncNative for the hooks (get, subscribe, send): an error
-// is logged and returned as the Note, never failing the request.
-func (s *Server) syncLinked(ctx context.Context, convID string) NativeSync {
-	res, err := s.syncNative(ctx, convID)
+// syncLinked is syncNative for the hooks (get, subscribe, send, open, the
+// watcher): an error is logged and returned as the Note, never failing the
+// request. except (may be nil) is a client not to send ochat/resync: the
+// one subscribing, which gets the new snapshot in its answer.
+func (s *Server) syncLinked(ctx context.Context, convID string, except *client) NativeSync {
+	res, err := s.syncNative(ctx, convID, except)
 	if err != nil {
 		s.log.Warn("sync linked conversation with its native session", "conversation", convID, "err", err)
 		res.Note = err.Error()
@@ -130,13 +132,13 @@ func (s *Server) syncLinked(ctx context.Context, convID string) NativeSync {
 // mark. The messages get new sortable ids after every stored one, through
 // the store's ordinary write path, together with the mark in one
 // transaction; the native agent's cursor moves past them when it had seen
-// the whole conversation (its native session holds these turns). Other
-// subscribers of the conversation are sent ochat/resync.
+// the whole conversation (its native session holds these turns). The
+// conversation's subscribers but except are sent ochat/resync.
 //
 // If the native session no longer holds the marked message (a rewind or
 // rollback in the terminal), nothing is imported and the mark stays: the
 // Note says so.
-func (s *Server) syncNative(ctx context.Context, convID string) (NativeSync, error) {
+func (s *Server) syncNative(ctx context.Context, convID string, except *client) (NativeSync, error) {
 	conv, err := s.store.Conversation(convID)
 	if err != nil || conv.Native == nil {
 		return NativeSync{}, nil // an unknown conversation is the caller's error to report
@@ -273,7 +275,7 @@ func (s *Server) syncNative(ctx context.Context, convID string) (NativeSync, err
 	}
 	res := NativeSync{Imported: len(imported), Updated: grown != nil}
 	if t := s.topics[convID]; t != nil {
-		s.resyncOthersLocked(t, nil, fmt.Sprintf("native session changed: %d message(s) imported from %s session %s", res.Imported, ref.Agent, ref.SessionID))
+		s.resyncOthersLocked(t, except, fmt.Sprintf("native session changed: %d message(s) imported from %s session %s", res.Imported, ref.Agent, ref.SessionID))
 	}
 	s.log.Info("linked conversation synced", "conversation", convID, "agent", ref.Agent, "session", ref.SessionID, "imported", res.Imported, "updated", res.Updated)
 	return res, nil
@@ -399,7 +401,7 @@ func (s *Server) nativeFileChanged(path string) {
 			return
 		}
 		for _, id := range s.subscribedLinked(path) {
-			s.syncLinked(s.baseCtx, id)
+			s.syncLinked(s.baseCtx, id, nil)
 		}
 	})
 }

@@ -124,7 +124,7 @@ func (s *Server) startTurn(c *client, req turnRequest, reply jsonrpc2.Replier) (
 	}
 	var conv history.Conversation
 	if req.convID != "" {
-		s.syncLinked(s.baseCtx, req.convID) // the terminal's turns go into the prompt and the handoff
+		s.syncLinked(s.baseCtx, req.convID, nil) // the terminal's turns go into the prompt and the handoff
 		conv, err = s.store.Conversation(req.convID)
 		if err != nil {
 			return nil, storeErr("send", req.convID, err)

@@ -793,7 +793,7 @@ func (s *Server) openSession(ctx context.Context, p SessionRefParams) (any, erro
 		return nil, err
 	}
 	if ok {
-		sync := s.syncLinked(ctx, cv.ID)
+		sync := s.syncLinked(ctx, cv.ID, nil)
 		conv, msgs, err := s.snapshot(cv.ID)
 		if err != nil {
 			return nil, err
