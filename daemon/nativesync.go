@@ -104,6 +104,30 @@ func nativeSource(ref history.NativeRef) string {
 	return ref.SessionID
 }
 
+// readLinked reads the native session of ref by its path; a file that is
+// gone (Codex compresses a finished rollout to .jsonl.zst, archives it) is
+// looked up again by session id. The transcript's Path is where it was
+// found; st is that file's stamp taken before the read (zero when the file
+// was found by id: the next sync reads again).
+func (s *Server) readLinked(ctx context.Context, ref history.NativeRef) (tr *native.Transcript, st fileStamp, stamped bool, err error) {
+	st, stamped = nativeStamp(ref.Path)
+	tr, err = native.Read(ctx, s.nativeEnv(), nativeSource(ref))
+	if err == nil || ref.Path == "" || !errors.Is(err, os.ErrNotExist) {
+		if err != nil {
+			err = fmt.Errorf("read native session %s: %w", nativeSource(ref), err)
+		}
+		return tr, st, stamped, err
+	}
+	tr, err = native.Read(ctx, s.nativeEnv(), ref.SessionID)
+	if err != nil {
+		return nil, fileStamp{}, false, fmt.Errorf("read native session %s (gone from %s): %w", ref.SessionID, ref.Path, err)
+	}
+	if tr.Agent != ref.Agent {
+		return nil, fileStamp{}, false, fmt.Errorf("read native session %s: gone from %s; the %s session of that id is another", ref.SessionID, ref.Path, tr.Agent)
+	}
+	return tr, fileStamp{}, false, nil
+}
+
 // turnRunning reports a turn running in conversation convID.
 func (s *Server) turnRunning(convID string) bool {
 	s.mu.Lock()
@@ -153,13 +177,16 @@ func (s *Server) syncNative(ctx context.Context, convID string, except *client) 
 		return NativeSync{}, nil // deleted or unlinked meanwhile
 	}
 	ref := *conv.Native
-	st, stamped := nativeStamp(ref.Path)
-	if stamped && ref.MarkedAt != 0 && st.size == ref.Size && st.modNs == ref.ModTimeNs {
+	if st, ok := nativeStamp(ref.Path); ok && ref.MarkedAt != 0 && st.size == ref.Size && st.modNs == ref.ModTimeNs {
 		return NativeSync{}, nil
 	}
-	tr, err := native.Read(ctx, s.nativeEnv(), nativeSource(ref))
+	tr, st, _, err := s.readLinked(ctx, ref)
 	if err != nil {
-		return NativeSync{}, fmt.Errorf("read native session %s: %w", nativeSource(ref), err)
+		return NativeSync{}, err
+	}
+	if ref.Path != "" && tr.Path != "" && tr.Path != ref.Path {
+		s.log.Info("linked native session moved", "conversation", convID, "from", ref.Path, "to", tr.Path)
+		ref.Path = tr.Path // the mark set below records where it is now
 	}
 	msgs := tr.Messages
 	if ref.MarkedAt == 0 {
@@ -324,11 +351,13 @@ func (s *Server) nativeTurnEnded(convID, agent, sessionID, prompt string) {
 		return
 	}
 	ref := *conv.Native
-	st, _ := nativeStamp(ref.Path)
-	tr, err := native.Read(s.baseCtx, s.nativeEnv(), nativeSource(ref))
+	tr, st, _, err := s.readLinked(s.baseCtx, ref)
 	if err != nil {
 		s.log.Warn("native mark not moved past an ochat turn", "conversation", convID, "session", sessionID, "err", err)
 		return
+	}
+	if ref.Path != "" && tr.Path != "" {
+		ref.Path = tr.Path
 	}
 	msgs := tr.Messages
 	from := messageIndex(msgs, ref.LastNativeID) + 1 // 0 when the mark is gone or empty

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
+
 	"github.com/ochat-dev/ochat/history"
 	"github.com/ochat-dev/ochat/history/native"
 	"github.com/ochat-dev/ochat/transcript"
@@ -345,6 +347,25 @@ func TestNativeSyncCodex(t *testing.T) {
 		if len(got.Messages) != n0+2 || got.Messages[n0].Content != "TERMINAL codex" || answerText(got.Messages[n0+1]) != "codex answer" || got.Messages[n0+1].Agent != "codex" {
 			t.Fatalf("get %d: %d messages (want %d), last %+v", i, len(got.Messages), n0+2, lastMessage(got.Messages))
 		}
+	}
+
+	// Codex compresses a finished rollout: the session is found again by
+	// id, and what it gained meanwhile is imported.
+	raw, err := os.ReadFile(nh.codexFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw = append(raw, []byte(`{"timestamp":"`+ts+`","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"TERMINAL after zst"}]}}`+"\n")...)
+	enc, _ := zstd.NewWriter(nil)
+	if err := os.WriteFile(nh.codexFile+".zst", enc.EncodeAll(raw, nil), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(nh.codexFile); err != nil {
+		t.Fatal(err)
+	}
+	got := call[GetConversationResult](t, c, MethodConversationsGet, ConversationParams{ConversationID: open.ConversationID})
+	if len(got.Messages) != n0+3 || lastMessage(got.Messages).Content != "TERMINAL after zst" || got.Conversation.Native.Path != nh.codexFile+".zst" {
+		t.Fatalf("after compression: %d messages (want %d), native %+v", len(got.Messages), n0+3, got.Conversation.Native)
 	}
 }
 
