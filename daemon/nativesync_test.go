@@ -429,3 +429,32 @@ func TestNativeSyncLive(t *testing.T) {
 		t.Fatalf("mark %+v", cv.Native)
 	}
 }
+
+// BenchmarkNativeSync: the cost a linked conversation adds to get,
+// subscribe and send when its native file did not change (a stat), and
+// when one terminal turn is to be imported (read, import, mark).
+func BenchmarkNativeSync(b *testing.B) {
+	e, nh := newSessionsEnv(b)
+	c := e.dial("a")
+	open := call[OpenSessionResult](b, c, MethodSessionsOpen, SessionRefParams{SessionID: fixtureClaudeID})
+	ctx := ctxT(b)
+	b.Run("unchanged", func(b *testing.B) {
+		for b.Loop() {
+			if res, err := e.srv.syncNative(ctx, open.ConversationID, nil); err != nil || res.Imported != 0 {
+				b.Fatal(res, err)
+			}
+		}
+	})
+	b.Run("one-turn", func(b *testing.B) {
+		cl := newClaudeLines(b, e.ws, nh.claudeFile)
+		for i := 0; b.Loop(); i++ {
+			b.StopTimer()
+			appendLine(b, nh.claudeFile, cl.user(fmt.Sprintf("TERMINAL %d", i)))
+			appendLine(b, nh.claudeFile, cl.assistant(fmt.Sprintf("msg_b%d", i), "answer"))
+			b.StartTimer()
+			if res, err := e.srv.syncNative(ctx, open.ConversationID, nil); err != nil || res.Imported != 2 {
+				b.Fatal(res, err)
+			}
+		}
+	})
+}
