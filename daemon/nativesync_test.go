@@ -151,13 +151,14 @@ func TestNativeSyncClaude(t *testing.T) {
 		{name: "terminal turn on get", lines: []string{cl.user("TERMINAL one"), cl.assistant("msg_t1", "answer one")}, via: "get", want: n0 + 2, last: "answer one", resync: true},
 		{name: "get again, no duplicate", via: "get", want: n0 + 2},
 		{name: "subscribe, no duplicate", via: "subscribe", want: n0 + 2},
-		{name: "a non-message line only", lines: []string{`{"type":"last-prompt","lastPrompt":"TERMINAL one","sessionId":"` + fixtureClaudeID + `"}`}, via: "get", want: n0 + 2},
+		{name: "a non-message line only", lines: []string{`{"type":"last-prompt","lastPrompt":"TERMINAL one","sessionId":"` + fixtureClaudeID + `"}`}, via: "open", want: n0 + 2},
 		{name: "open again imports", lines: []string{cl.user("TERMINAL two"), cl.assistant("msg_t2", "answer two")}, via: "open", want: n0 + 4, last: "answer two", resync: true},
 		{name: "the turn grows in place", lines: []string{cl.assistant("msg_t2", "and more")}, via: "open", want: n0 + 4, last: "answer two\n\nand more", updated: true, resync: true},
 		{name: "terminal turn on subscribe", lines: []string{cl.user("TERMINAL three"), cl.assistant("msg_t3", "answer three")}, via: "subscribe", want: n0 + 6, last: "answer three", resync: true},
 		{name: "rewound in the terminal", lines: []string{cl.userAfter(rewindTo, "TERMINAL rewound")}, via: "open", want: n0 + 6, last: "answer three", note: "no longer holds message msg_t3"},
 		{name: "still rewound", via: "get", want: n0 + 6, last: "answer three"},
 	}
+	have := n0
 	for _, st := range steps {
 		for _, l := range st.lines {
 			appendLine(t, nh.claudeFile, l)
@@ -174,7 +175,7 @@ func TestNativeSyncClaude(t *testing.T) {
 			if res.Created || res.ConversationID != conv || res.Sync == nil {
 				t.Fatalf("%s: open %+v", st.name, res)
 			}
-			if res.Sync.Updated != st.updated || !strings.Contains(res.Sync.Note, st.note) || (st.note == "") != (res.Sync.Note == "") {
+			if res.Sync.Imported != st.want-have || res.Sync.Updated != st.updated || !strings.Contains(res.Sync.Note, st.note) || (st.note == "") != (res.Sync.Note == "") {
 				t.Fatalf("%s: sync %+v, want updated %v note %q", st.name, res.Sync, st.updated, st.note)
 			}
 			msgs = res.Messages
@@ -182,6 +183,7 @@ func TestNativeSyncClaude(t *testing.T) {
 		if len(msgs) != st.want {
 			t.Fatalf("%s: %d messages, want %d", st.name, len(msgs), st.want)
 		}
+		have = st.want
 		for i := 1; i < len(msgs); i++ {
 			if msgs[i].ID <= msgs[i-1].ID {
 				t.Fatalf("%s: ids not ascending at %d", st.name, i)
@@ -457,4 +459,32 @@ func BenchmarkNativeSync(b *testing.B) {
 			}
 		}
 	})
+}
+
+// No sync while a turn runs in the conversation: the terminal's turn is
+// imported once the turn has ended.
+func TestNativeSyncWhileRunning(t *testing.T) {
+	e, nh := newSessionsEnv(t)
+	c := e.dial("a")
+	open := call[OpenSessionResult](t, c, MethodSessionsOpen, SessionRefParams{SessionID: fixtureClaudeID})
+	conv, n0 := open.ConversationID, len(open.Messages)
+	res := call[SendResult](t, c, MethodChatSend, SendParams{ConversationID: conv, Agent: "fake", Text: "HOLD 1"})
+	cl := newClaudeLines(t, e.ws, nh.claudeFile)
+	appendLine(t, nh.claudeFile, cl.user("TERMINAL during the turn"))
+	appendLine(t, nh.claudeFile, cl.assistant("msg_r1", "answer during the turn"))
+	again := call[OpenSessionResult](t, c, MethodSessionsOpen, SessionRefParams{SessionID: fixtureClaudeID})
+	if again.Sync == nil || again.Sync.Imported != 0 || !strings.Contains(again.Sync.Note, "a turn is running") || len(again.Messages) != n0+2 {
+		t.Fatalf("open during a turn: %+v, %d messages (want %d)", again.Sync, len(again.Messages), n0+2)
+	}
+	if got := call[GetConversationResult](t, c, MethodConversationsGet, ConversationParams{ConversationID: conv}); len(got.Messages) != n0+2 {
+		t.Fatalf("get during a turn: %d messages, want %d", len(got.Messages), n0+2)
+	}
+	call[CancelResult](t, c, MethodChatCancel, ConversationParams{ConversationID: conv})
+	if lg := collect(t, c, res.TurnID, nil); lg.terminal().Type != transcript.EvTurnCompleted {
+		t.Fatalf("turn ended %+v", lg.terminal())
+	}
+	got := call[GetConversationResult](t, c, MethodConversationsGet, ConversationParams{ConversationID: conv})
+	if len(got.Messages) != n0+4 || got.Messages[n0+2].Content != "TERMINAL during the turn" || got.Conversation.Native.LastNativeID != "msg_r1" {
+		t.Fatalf("after the turn: %d messages (want %d), mark %+v", len(got.Messages), n0+4, got.Conversation.Native)
+	}
 }
