@@ -199,13 +199,25 @@ func newFlags(env *Env, name string, c *common, withJSON bool) *flag.FlagSet {
 func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
+		// An argument that starts with "-" but holds whitespace is a prompt
+		// or a title, never a flag: parse up to it and take it as is.
+		var held []string
+		for i, a := range args {
+			if a == "--" {
+				break
+			}
+			if strings.HasPrefix(a, "-") && strings.ContainsAny(a, " \t\n") {
+				args, held = args[:i], args[i:]
+				break
+			}
+		}
 		if err := fs.Parse(args); err != nil {
 			if o, ok := fs.Output().(*flagOutput); ok {
 				o.flush(isFlagHelp(err))
 			}
 			return nil, err
 		}
-		args = fs.Args()
+		args = append(fs.Args(), held...)
 		if len(args) == 0 {
 			return pos, nil
 		}
