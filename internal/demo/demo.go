@@ -126,7 +126,10 @@ func Run(ctx context.Context, o Options) (err error) {
 		root = r
 	}
 	if o.Keep {
-		defer say("\nKept %s (workspace, store, agent home, daemon.log).", root)
+		// The store lives under the demo's own XDG folders: say how to reach it.
+		defer say("\nKept %s (workspace, store, agent home, daemon.log). To look inside:\n"+
+			"  XDG_CONFIG_HOME=%[1]s/config XDG_STATE_HOME=%[1]s/state XDG_RUNTIME_DIR=%[1]s/run ochatd conversations --workspace %[1]s/workspace",
+			root)
 	} else {
 		defer os.RemoveAll(root)
 	}
