@@ -22,7 +22,8 @@ import (
 // that point. Turns appended to the native session after the mark (the
 // user went on with `claude --resume` in a terminal) are imported as
 // ordinary messages when a client opens, gets or subscribes to the
-// conversation and before a prompt is sent in it. Turns ochat itself runs
+// conversation, before a prompt is sent in it, and, while it has
+// subscribers, when the native watcher sees the file change. Turns ochat itself runs
 // in the same native session (same agent, session/load of the native id)
 // are written to the native file by the agent: the mark moves past them
 // when the turn ends, so they are never imported twice. Native files are
