@@ -188,8 +188,9 @@ func confineErr(path, realRoot string, err error) error {
 	return err
 }
 
-// kind names a non-regular file mode for error messages.
-func kind(m fs.FileMode) string {
+// FileKind names a non-regular file mode for error messages ("a directory",
+// "a named pipe (FIFO)", …; "not a regular file" when none fits).
+func FileKind(m fs.FileMode) string {
 	switch {
 	case m.IsDir():
 		return "a directory"
@@ -226,7 +227,7 @@ func readRegular(realRoot, path string) (string, error) {
 		return "", confineErr(path, realRoot, err)
 	}
 	if !fi.Mode().IsRegular() {
-		return "", fmt.Errorf("%s is not a regular file (%s)", path, kind(fi.Mode()))
+		return "", fmt.Errorf("%s is not a regular file (%s)", path, FileKind(fi.Mode()))
 	}
 	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -345,7 +346,7 @@ func writeAtomic(realRoot, path, content string) error {
 	fi, err := root.Lstat(rel)
 	switch {
 	case err == nil && !fi.Mode().IsRegular():
-		return fmt.Errorf("%s is not a regular file (%s)", path, kind(fi.Mode()))
+		return fmt.Errorf("%s is not a regular file (%s)", path, FileKind(fi.Mode()))
 	case err == nil:
 		mode = fi.Mode().Perm()
 	case !errors.Is(err, fs.ErrNotExist):

@@ -19,6 +19,7 @@ import (
 
 	acp "github.com/coder/acp-go-sdk"
 
+	"github.com/ochat-dev/ochat/agents"
 	"github.com/ochat-dev/ochat/history"
 	"github.com/ochat-dev/ochat/transcript"
 )
@@ -177,7 +178,7 @@ func (s *Server) readAttachment(root *os.Root, realRoot, p string, limit int) ([
 		return nil, &attachError{fmt.Sprintf("%s cannot be read: %v", p, err)}
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, &attachError{fmt.Sprintf("%s is %s, not a regular file", p, modeKind(fi.Mode()))}
+		return nil, &attachError{fmt.Sprintf("%s is %s, not a regular file", p, agents.FileKind(fi.Mode()))}
 	}
 	if fi.Size() > int64(limit) {
 		return nil, &attachError{fmt.Sprintf("%s is %s; the limit is %s", p, mib(fi.Size()), mib(int64(limit)))}
@@ -187,24 +188,9 @@ func (s *Server) readAttachment(root *os.Root, realRoot, p string, limit int) ([
 		return nil, &attachError{fmt.Sprintf("%s cannot be read: %v", p, err)}
 	}
 	if len(data) > limit { // grew since Stat
-		return nil, &attachError{fmt.Sprintf("%s is over %s; the limit is %s", p, mib(int64(limit)), mib(int64(limit)))}
+		return nil, &attachError{fmt.Sprintf("%s grew past the %s limit while being read", p, mib(int64(limit)))}
 	}
 	return data, nil
-}
-
-// modeKind names a non-regular file mode for error messages.
-func modeKind(m fs.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a directory"
-	case m&fs.ModeNamedPipe != 0:
-		return "a named pipe"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeDevice != 0:
-		return "a device"
-	}
-	return "not a regular file"
 }
 
 // mib formats n bytes as MiB with one decimal.
