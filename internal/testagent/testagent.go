@@ -1,7 +1,7 @@
 // Package testagent is a scripted ACP agent for deterministic tests of the
 // ACP client (agents/) and the daemon. It is built on the agent side of
 // github.com/coder/acp-go-sdk (acp.NewAgentSideConnection) and speaks real
-// ACP over stdio; cmd/testagent is the binary.
+// ACP over stdio; internal/testagent/cmd/testagent is the binary.
 //
 // It owns nothing but its own sessions: it never calls a model, and it
 // touches the disk only where a scenario says so (WRITE writes one file
@@ -68,7 +68,7 @@
 //	HANG                   one chunk, then never answers, not even to session/cancel
 //	anything else          "echo: <last text block>"
 //
-// # Environment (read by cmd/testagent)
+// # Environment (read by internal/testagent/cmd/testagent)
 //
 //	TESTAGENT_STATE          directory for sessions.json, so a new process can load
 //	TESTAGENT_INIT_DELAY_MS  sleep before answering initialize
