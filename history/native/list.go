@@ -264,19 +264,45 @@ func ReadFile(ctx context.Context, path string) (*Transcript, error) {
 	if fi.IsDir() {
 		return nil, fmt.Errorf("read native session %s: is a directory", path)
 	}
-	switch agent := detectAgent(path); agent {
+	var t *Transcript
+	agent := detectAgent(path)
+	switch agent {
 	case AgentClaude:
-		return ReadClaude(path)
+		t, err = ReadClaude(path)
 	case AgentCodex:
-		return ReadCodex(path)
+		t, err = ReadCodex(path)
 	case AgentGemini:
-		return ReadGemini(path)
+		t, err = ReadGemini(path)
 	case AgentOpenCode:
-		return ReadOpenCodeJSON(path)
+		t, err = ReadOpenCodeJSON(path)
 	case AgentPi:
-		return ReadPi(path)
+		t, err = ReadPi(path)
+	default:
+		return nil, fmt.Errorf("read native session %s: unknown store format", path)
 	}
-	return nil, fmt.Errorf("read native session %s: unknown store format", path)
+	if err == nil && t.ID == "" {
+		return nil, fmt.Errorf("read native session %s: %w (%s)", path, ErrNoSessionID, missingID(agent))
+	}
+	return t, err
+}
+
+// ErrNoSessionID is wrapped by ReadFile for a file shaped like a store's
+// session that names no session id (say a Codex file with no session_meta
+// id and no rollout-…-UUID name): it is no session, and nothing could link
+// to or resume it.
+var ErrNoSessionID = errors.New("not a session: it names no session id")
+
+// missingID says where agent's sessions keep their id.
+func missingID(agent string) string {
+	switch agent {
+	case AgentCodex:
+		return "codex: no session_meta with an id, and no session uuid in the file name"
+	case AgentOpenCode:
+		return `opencode: no "id" in the session file`
+	case AgentGemini:
+		return "gemini: no sessionId and no file name to take it from"
+	}
+	return agent + ": no id in the file or its name"
 }
 
 // detectAgent tells the store of a session file from its records (the
