@@ -295,7 +295,7 @@ func buildRegistry(o RegistryOptions, trustAll bool) (*Registry, error) {
 		lookPath = exec.LookPath
 	}
 	r := &Registry{lookPath: lookPath}
-	held := map[string]bool{} // names held back by an untrusted workspace file
+	held := map[string]string{} // names held back by an untrusted workspace file → what trusting it would change ("" for a new agent)
 	specs := map[string]*Spec{}
 	var order []string
 	for _, b := range builtins {
@@ -358,8 +358,10 @@ func buildRegistry(o RegistryOptions, trustAll bool) (*Registry, error) {
 			}
 			if !trusted {
 				// Listed so the user sees it, never started, no env.
-				held[name] = true
-				if !ok {
+				held[name] = ""
+				if ok {
+					held[name] = redefinition(*s, e)
+				} else {
 					specs[name] = &Spec{Name: name, Command: *e.Command, Args: slices.Clone(e.Args), Source: l.source}
 					order = append(order, name)
 				}
@@ -392,10 +394,14 @@ func buildRegistry(o RegistryOptions, trustAll bool) (*Registry, error) {
 		}
 	}
 	for _, name := range order {
-		if held[name] {
+		if change, ok := held[name]; ok {
+			reason := untrustedReason(r.wsSettings, r.wsState, r.wsErr)
+			if change != "" {
+				reason += "; trusting them would " + change
+			}
 			r.statuses = append(r.statuses, Status{
 				Spec:      *specs[name],
-				Reason:    untrustedReason(r.wsSettings, r.wsState, r.wsErr),
+				Reason:    reason,
 				Install:   trustInstall(workspace),
 				Untrusted: true,
 			})

@@ -8,12 +8,15 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
+	"unicode"
 
 	"golang.org/x/sys/unix"
 )
@@ -293,6 +296,56 @@ func untrustedReason(settings string, state TrustState, err error) string {
 		return fmt.Sprintf("workspace settings %s changed since you trusted them: run `ochatd trust` (or review the file first)", settings)
 	}
 	return fmt.Sprintf("workspace settings %s are not trusted: run `ochatd trust` (or review the file first)", settings)
+}
+
+// redefinition says what an untrusted workspace entry e would change of
+// the agent old (a built-in or user agent) once trusted, for the held-back
+// agent's Status.Reason: "make ta1 run `/bin/echo hi` instead of
+// `/opt/testagent`", then what else it sets. Env values are never named,
+// only their keys; words with control characters are Go-quoted so the
+// reason prints safely.
+func redefinition(old Spec, e settingsEntry) string {
+	var parts []string
+	switch {
+	case e.Command != nil:
+		parts = append(parts, fmt.Sprintf("make %s run `%s` instead of `%s`", old.Name, commandLine(*e.Command, e.Args), commandLine(old.Command, old.Args)))
+	case e.Args != nil:
+		parts = append(parts, fmt.Sprintf("make %s run `%s` instead of `%s`", old.Name, commandLine(old.Command, e.Args), commandLine(old.Command, old.Args)))
+	}
+	if len(e.Env) > 0 {
+		keys := slices.Sorted(maps.Keys(e.Env))
+		for i, k := range keys {
+			keys[i] = quoteWord(k)
+		}
+		parts = append(parts, fmt.Sprintf("set env %s for %s", strings.Join(keys, ", "), old.Name))
+	}
+	if e.FSCapabilities != nil {
+		parts = append(parts, fmt.Sprintf("set fsCapabilities %v for %s", *e.FSCapabilities, old.Name))
+	}
+	if len(parts) == 0 {
+		return "change nothing of " + old.Name + " (its entry is empty)"
+	}
+	return strings.Join(parts, " and ")
+}
+
+// commandLine renders a command and its arguments as one shell-like line,
+// each word quoted by quoteWord.
+func commandLine(cmd string, args []string) string {
+	words := make([]string, 0, 1+len(args))
+	words = append(words, quoteWord(cmd))
+	for _, a := range args {
+		words = append(words, quoteWord(a))
+	}
+	return strings.Join(words, " ")
+}
+
+// quoteWord is w shell-quoted when it needs it, or Go-quoted when it holds
+// a control or other non-printing character.
+func quoteWord(w string) string {
+	if strings.IndexFunc(w, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+		return strconv.Quote(w)
+	}
+	return shellQuote(w)
 }
 
 // trustInstall is the Status.Install of an untrusted agent.

@@ -959,3 +959,30 @@ func TestChatWriteCRLF(t *testing.T) {
 		}
 	}
 }
+
+// TestAgentsUntrustedRedefinition: `ochatd agents` with an untrusted
+// workspace file that redefines the user's agent and defines a new one
+// says, per agent, what trusting the file would change: the command the
+// redefined agent would run instead of the user's, and that the new one
+// would be added with its command.
+func TestAgentsUntrustedRedefinition(t *testing.T) {
+	bin := testagentPath(t)
+	user := `{"agent_servers": {"ta1": {"command": "` + bin + `"}}}`
+	ws := `{"agent_servers": {"ta1": {"command": "/bin/echo"}, "fresh": {"command": "fresh-acp", "args": ["--acp"]}}}`
+	w := newTrustWorld(t, user, ws)
+	code, out, errs := w.run(t, "agents")
+	if code != 0 {
+		t.Fatalf("agents: %d\n%s", code, errs)
+	}
+	for _, want := range []string{
+		"trusting them would make ta1 run `/bin/echo` instead of `" + bin + "`",
+		"only the untrusted file defines fresh: trusting it would add the agent, running `fresh-acp --acp`",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("agents output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "only the untrusted file defines ta1") {
+		t.Errorf("the redefined user agent is called new:\n%s", out)
+	}
+}

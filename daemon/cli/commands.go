@@ -98,7 +98,12 @@ func printAgents(env *Env, list []agents.Status) {
 			fmt.Fprintf(env.Stdout, "\n%s: %s\n", a.Name, a.Note)
 		}
 		if !a.Available {
-			fmt.Fprintf(env.Stdout, "\n%s: %s", a.Name, a.Reason)
+			fmt.Fprintf(env.Stdout, "\n%s: %s", a.Name, termSafe(a.Reason))
+			if a.Untrusted && a.Source == "workspace" {
+				// A redefinition's Reason says what trusting would change;
+				// an agent only the untrusted file defines is new.
+				fmt.Fprintf(env.Stdout, "\n  only the untrusted file defines %s: trusting it would add the agent, running `%s`", a.Name, termSafe(strings.TrimSpace(a.Command+" "+strings.Join(a.Args, " "))))
+			}
 			if a.Install != "" && (a.Untrusted || a.Source != "builtin") {
 				fmt.Fprintf(env.Stdout, "\n  to fix: %s", a.Install)
 			} else if a.Install != "" {
