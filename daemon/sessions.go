@@ -785,6 +785,9 @@ func (s *Server) openSession(ctx context.Context, p SessionRefParams) (any, erro
 	if err != nil {
 		return nil, err
 	}
+	if tr.ID == "" {
+		return nil, fieldError("path", fmt.Sprintf("is not a %s session: it has no session id, and a conversation links to one", tr.Agent))
+	}
 	h := &s.native
 	h.openMu.Lock()
 	defer h.openMu.Unlock()
@@ -937,7 +940,7 @@ func (c *client) dispatchSessions(ctx context.Context, method string, params []b
 		if err := decodeParams(params, &p); err != nil {
 			return nil, err
 		}
-		return s.importLog(p)
+		return s.importConversation(p)
 	}
 	var p SessionRefParams
 	if err := decodeParams(params, &p); err != nil {
