@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -30,19 +31,31 @@ import (
 // only read.
 
 // NativeSync reports what syncing a linked conversation with its native
-// session did (OpenSessionResult.Sync). Imported counts the native messages
-// appended to the conversation; Updated reports that the last message
-// imported before had grown (a terminal turn still being written) and was
-// replaced in place. Note says why nothing could be imported although the
-// session may have changed: the native session no longer holds the marked
-// message (rewound or rolled back in the terminal: the conversation is
-// left as it is), a turn is running in the conversation, the session
-// cannot be read, or the conversation predates marks.
+// session did (OpenSessionResult.Sync, GetConversationResult.Sync).
+// Imported counts the native messages appended to the conversation;
+// Updated reports that the last message imported before had grown (a
+// terminal turn still being written) and was replaced in place. Rewound
+// counts the conversation messages the native session no longer holds (it
+// was rewound or rolled back in the terminal): they stay, and the new
+// native messages are imported after them. Note says what the user should
+// know: such a rewind, or why nothing could be imported although the
+// session may have changed (a turn is running in the conversation, the
+// session cannot be read, no message of the conversation is left in it,
+// or the conversation predates marks).
 type NativeSync struct {
 	Imported int    `json:"imported"`
 	Updated  bool   `json:"updated,omitempty"`
+	Rewound  int    `json:"rewound,omitempty"`
 	Note     string `json:"note,omitempty"`
 }
+
+// maxNativeLinks bounds history.NativeRef.Links: a rewind further back
+// than the last maxNativeLinks native messages held finds no common
+// message and re-marks at the native session's end.
+const maxNativeLinks = 64
+
+// maxNativeRewinds bounds history.NativeRef.Rewinds.
+const maxNativeRewinds = 16
 
 // linkedSyncDebounce merges the changes of one native file before the
 // subscribed conversations linked to it are synced.
@@ -83,6 +96,121 @@ func importedMessage(m transcript.Message, agent, id string) transcript.Message 
 		}
 	}
 	return m
+}
+
+// nativeMessages is the messages of tr as a conversation holds them: the
+// reader's messages with the turn endings its markers record folded in
+// (native.Marker; the canonical transcript has no marker of its own). An
+// "interrupted" marker after an assistant turn makes it cancelled (stop
+// reason "cancelled"); one after a prompt that got no answer adds a
+// cancelled assistant message with no segments, id "<prompt id>#interrupted".
+// An "error" marker after a prompt that got no answer before the next
+// prompt adds a failed assistant message carrying the error text, id
+// "<prompt id>#error" (an error followed by an answer was a retry and is
+// left out). Compaction, notice and rollback markers have no place in a
+// conversation and are left out. The added ids are stable, so a mark can
+// point at them.
+func nativeMessages(tr *native.Transcript) []transcript.Message {
+	if len(tr.Markers) == 0 {
+		return tr.Messages
+	}
+	after := map[string][]native.Marker{}
+	for _, mk := range tr.Markers {
+		if mk.AfterID != "" && (mk.Kind == "interrupted" || mk.Kind == "error") {
+			after[mk.AfterID] = append(after[mk.AfterID], mk)
+		}
+	}
+	if len(after) == 0 {
+		return tr.Messages
+	}
+	out := make([]transcript.Message, 0, len(tr.Messages)+len(after))
+	for i, m := range tr.Messages {
+		out = append(out, m)
+		mks := after[m.ID]
+		if len(mks) == 0 {
+			continue
+		}
+		var intr, fail *native.Marker
+		for k := range mks {
+			switch mks[k].Kind {
+			case "interrupted":
+				intr = &mks[k]
+			case "error":
+				fail = &mks[k]
+			}
+		}
+		last := &out[len(out)-1]
+		if m.Role == transcript.RoleAssistant {
+			if intr != nil && last.Status != transcript.StatusFailed {
+				last.Status = transcript.StatusCancelled
+				if last.StopReason == "" {
+					last.StopReason = "cancelled"
+				}
+			}
+			continue
+		}
+		unanswered := i+1 == len(tr.Messages) || tr.Messages[i+1].Role == transcript.RoleUser
+		switch {
+		case intr != nil && unanswered:
+			out = append(out, transcript.Message{ID: m.ID + "#interrupted", Timestamp: intr.Timestamp, Role: transcript.RoleAssistant,
+				Agent: tr.Agent, Segments: []transcript.Segment{}, Status: transcript.StatusCancelled, StopReason: "cancelled"})
+		case fail != nil && i+1 < len(tr.Messages) && tr.Messages[i+1].Role == transcript.RoleUser:
+			out = append(out, transcript.Message{ID: m.ID + "#error", Timestamp: fail.Timestamp, Role: transcript.RoleAssistant,
+				Agent: tr.Agent, Segments: []transcript.Segment{}, Status: transcript.StatusFailed, Error: fail.Text})
+		}
+	}
+	return out
+}
+
+// withLinks is ref with links appended to its Links, the oldest dropped
+// beyond maxNativeLinks. A link whose native id is the newest's replaces it.
+func withLinks(ref history.NativeRef, links ...history.NativeLink) history.NativeRef {
+	out := slices.Clone(ref.Links)
+	for _, l := range links {
+		if l.NativeID == "" || l.MessageID == "" {
+			continue
+		}
+		if n := len(out); n > 0 && out[n-1].NativeID == l.NativeID {
+			out[n-1] = l
+			continue
+		}
+		out = append(out, l)
+	}
+	if len(out) > maxNativeLinks {
+		out = slices.Clone(out[len(out)-maxNativeLinks:])
+	}
+	ref.Links = out
+	return ref
+}
+
+// commonLink is the newest link of links whose native message msgs still
+// holds, with that message's index; -1 when there is none.
+func commonLink(links []history.NativeLink, msgs []transcript.Message) (int, history.NativeLink) {
+	for k := len(links) - 1; k >= 0; k-- {
+		if i := messageIndex(msgs, links[k].NativeID); i >= 0 {
+			return i, links[k]
+		}
+	}
+	return -1, history.NativeLink{}
+}
+
+// lastMessageID is the id of conversation convID's last message; after
+// ("" = none) is one it is known not to precede, to read fewer messages.
+func (s *Server) lastMessageID(convID, after string) string {
+	rest, err := s.store.MessagesAfter(convID, after)
+	if err != nil || len(rest) == 0 {
+		return after
+	}
+	return rest[len(rest)-1].ID
+}
+
+// lastLinked is the conversation message id of ref's newest link, else
+// its LastMessageID.
+func lastLinked(ref history.NativeRef) string {
+	if n := len(ref.Links); n > 0 && ref.Links[n-1].MessageID > ref.LastMessageID {
+		return ref.Links[n-1].MessageID
+	}
+	return ref.LastMessageID
 }
 
 // markAt is ref with its mark at message i of msgs (-1: before the first)
@@ -161,8 +289,12 @@ func (s *Server) syncLinked(ctx context.Context, convID string, except *client) 
 // conversation's subscribers but except are sent ochat/resync.
 //
 // If the native session no longer holds the marked message (a rewind or
-// rollback in the terminal), nothing is imported and the mark stays: the
-// Note says so.
+// rollback in the terminal), the sync goes on from the newest message of
+// NativeRef.Links it still holds: the conversation's messages after that
+// one stay (NativeSync.Rewound counts them, NativeRef.Rewinds records
+// them, the Note says so) and the native messages after it are imported
+// after them. When it holds none of them, the mark moves to its end and
+// nothing is imported (the Note says so).
 func (s *Server) syncNative(ctx context.Context, convID string, except *client) (NativeSync, error) {
 	conv, err := s.store.Conversation(convID)
 	if err != nil || conv.Native == nil {
@@ -189,7 +321,7 @@ func (s *Server) syncNative(ctx context.Context, convID string, except *client) 
 		s.log.Info("linked native session moved", "conversation", convID, "from", ref.Path, "to", tr.Path)
 		ref.Path = tr.Path // the mark set below records where it is now
 	}
-	msgs := tr.Messages
+	msgs := nativeMessages(tr)
 	if ref.MarkedAt == 0 {
 		// Opened before marks were recorded: which native messages the
 		// snapshot covered is unknown, so nothing is guessed.
@@ -199,13 +331,30 @@ func (s *Server) syncNative(ctx context.Context, convID string, except *client) 
 		}
 		return NativeSync{Note: "the conversation was opened before ochat recorded how much of its native session it holds: nothing imported now; turns the native session gains from now on are"}, nil
 	}
-	idx := -1
+	idx, lastMsgID := -1, ref.LastMessageID
+	var rewound []transcript.Message // conversation messages the native session no longer holds
+	rewind := false                  // the marked message is gone: going on from a link
 	if ref.LastNativeID != "" {
 		if idx = messageIndex(msgs, ref.LastNativeID); idx < 0 {
-			note := fmt.Sprintf("native %s session %s no longer holds message %s (rewound or rolled back in the terminal?): nothing imported, the conversation is left as it is",
-				ref.Agent, ref.SessionID, ref.LastNativeID)
-			s.log.Info("linked conversation not synced", "conversation", convID, "reason", note)
-			return NativeSync{Note: note}, nil
+			var link history.NativeLink
+			if idx, link = commonLink(ref.Links, msgs); idx < 0 {
+				nr := markAt(ref, msgs, len(msgs)-1, "", st)
+				nr.Links, nr.AwaitPrompt = nil, ""
+				if n := len(msgs); n > 0 {
+					nr = withLinks(nr, history.NativeLink{NativeID: msgs[n-1].ID, MessageID: s.lastMessageID(convID, lastLinked(ref))})
+				}
+				if err := s.store.SetNative(convID, &nr); err != nil {
+					return NativeSync{}, fmt.Errorf("set native mark: %w", err)
+				}
+				note := fmt.Sprintf("native %s session %s was rewound or rolled back in the terminal past every message of the conversation it held: nothing imported, the conversation is left as it is and now follows the session from its end (%d messages)",
+					ref.Agent, ref.SessionID, len(msgs))
+				s.log.Info("linked conversation re-marked", "conversation", convID, "reason", note)
+				return NativeSync{Note: note}, nil
+			}
+			rewind, lastMsgID = true, link.MessageID
+			if rewound, err = s.store.MessagesAfter(convID, link.MessageID); err != nil {
+				return NativeSync{}, fmt.Errorf("read messages after the rewind: %w", err)
+			}
 		}
 	}
 	fresh := msgs[idx+1:]
@@ -215,14 +364,14 @@ func (s *Server) syncNative(ctx context.Context, convID string, except *client) 
 		out, skippedTail = withoutTurn(fresh, ref.AwaitPrompt)
 	}
 	var grown *transcript.Message
-	if idx >= 0 && ref.LastMessageID != "" {
-		if old, err := s.store.Message(convID, ref.LastMessageID); err == nil {
-			if m := importedMessage(msgs[idx], ref.Agent, ref.LastMessageID); !sameMessage(old, m) {
+	if idx >= 0 && lastMsgID != "" && !rewind {
+		if old, err := s.store.Message(convID, lastMsgID); err == nil {
+			if m := importedMessage(msgs[idx], ref.Agent, lastMsgID); !sameMessage(old, m) {
 				grown = &m
 			}
 		}
 	}
-	if len(fresh) == 0 && grown == nil {
+	if len(fresh) == 0 && grown == nil && !rewind {
 		if nr := markAt(ref, msgs, idx, ref.LastMessageID, st); nr.Size != ref.Size || nr.ModTimeNs != ref.ModTimeNs {
 			if err := s.store.SetNative(convID, &nr); err != nil {
 				return NativeSync{}, fmt.Errorf("set native mark: %w", err)
@@ -230,9 +379,10 @@ func (s *Server) syncNative(ctx context.Context, convID string, except *client) 
 		}
 		return NativeSync{}, nil
 	}
-	if len(out) == 0 && grown == nil { // only ochat's own turn, written late
+	if len(out) == 0 && grown == nil && !rewind { // only ochat's own turn, written late
 		nr := markAt(ref, msgs, len(msgs)-1, "", st)
 		nr.AwaitPrompt = ""
+		nr = withLinks(nr, history.NativeLink{NativeID: msgs[len(msgs)-1].ID, MessageID: s.lastMessageID(convID, lastLinked(ref))})
 		if err := s.store.SetNative(convID, &nr); err != nil {
 			return NativeSync{}, fmt.Errorf("set native mark: %w", err)
 		}
@@ -257,7 +407,7 @@ func (s *Server) syncNative(ctx context.Context, convID string, except *client) 
 	for _, m := range out {
 		imported = append(imported, importedMessage(m, ref.Agent, s.newID()))
 	}
-	lastMsg := ref.LastMessageID
+	lastMsg := lastMsgID
 	switch n := len(imported); {
 	case skippedTail:
 		lastMsg = "" // the native session ends with ochat's own turn
@@ -268,7 +418,28 @@ func (s *Server) syncNative(ctx context.Context, convID string, except *client) 
 	if len(fresh) > 0 {
 		nr.AwaitPrompt = "" // the awaited turn was skipped, or is not coming
 	}
+	if rewind {
+		nr = withLinks(nr, history.NativeLink{NativeID: msgs[idx].ID, MessageID: lastMsgID})
+	}
+	for i, m := range imported {
+		nr = withLinks(nr, history.NativeLink{NativeID: out[i].ID, MessageID: m.ID})
+	}
+	if skippedTail {
+		var held string
+		if n := len(imported); n > 0 {
+			held = imported[n-1].ID
+		} else {
+			held = s.lastMessageID(convID, lastLinked(ref))
+		}
+		nr = withLinks(nr, history.NativeLink{NativeID: msgs[len(msgs)-1].ID, MessageID: held})
+	}
 	now := nowMs()
+	if n := len(rewound); n > 0 {
+		nr.Rewinds = append(slices.Clone(nr.Rewinds), history.NativeRewind{At: now, Kept: lastMsgID, First: rewound[0].ID, Last: rewound[n-1].ID, Count: n})
+		if len(nr.Rewinds) > maxNativeRewinds {
+			nr.Rewinds = nr.Rewinds[len(nr.Rewinds)-maxNativeRewinds:]
+		}
+	}
 	err = s.store.Update(func(w *history.Writer) error {
 		cur, err := w.Conversation(convID)
 		if err != nil {
@@ -301,12 +472,33 @@ func (s *Server) syncNative(ctx context.Context, convID string, except *client) 
 	case err != nil:
 		return NativeSync{}, fmt.Errorf("import native turns: %w", err)
 	}
-	res := NativeSync{Imported: len(imported), Updated: grown != nil}
-	if t := s.topics[convID]; t != nil {
+	res := NativeSync{Imported: len(imported), Updated: grown != nil, Rewound: len(rewound)}
+	switch {
+	case len(rewound) > 0:
+		res.Note = fmt.Sprintf("native %s session %s was rewound or rolled back in the terminal: it no longer holds the conversation's last %d message(s) (%s), which stay in the conversation; %d new message(s) imported after them",
+			ref.Agent, ref.SessionID, len(rewound), idSpan(rewound), len(imported))
+	case rewind:
+		res.Note = fmt.Sprintf("native %s session %s was rewound or rolled back in the terminal to a message the conversation holds; %d new message(s) imported after it",
+			ref.Agent, ref.SessionID, len(imported))
+	}
+	if t := s.topics[convID]; t != nil && (len(imported) > 0 || grown != nil) {
 		s.resyncOthersLocked(t, except, fmt.Sprintf("native session changed: %d message(s) imported from %s session %s", res.Imported, ref.Agent, ref.SessionID))
 	}
-	s.log.Info("linked conversation synced", "conversation", convID, "agent", ref.Agent, "session", ref.SessionID, "imported", res.Imported, "updated", res.Updated)
+	s.log.Info("linked conversation synced", "conversation", convID, "agent", ref.Agent, "session", ref.SessionID, "imported", res.Imported, "updated", res.Updated, "rewound", res.Rewound)
 	return res, nil
+}
+
+// idSpan names the first and last of msgs: "ID" or "ID1 … ID2"; "none"
+// when msgs is empty.
+func idSpan(msgs []transcript.Message) string {
+	switch n := len(msgs); n {
+	case 0:
+		return "none"
+	case 1:
+		return msgs[0].ID
+	default:
+		return msgs[0].ID + " … " + msgs[n-1].ID
+	}
 }
 
 // at is the time a message is stored at: its own timestamp, else now.
@@ -360,7 +552,7 @@ func (s *Server) nativeTurnEnded(convID, agent, sessionID, prompt string) {
 	if ref.Path != "" && tr.Path != "" {
 		ref.Path = tr.Path
 	}
-	msgs := tr.Messages
+	msgs := nativeMessages(tr)
 	from := messageIndex(msgs, ref.LastNativeID) + 1 // 0 when the mark is gone or empty
 	end, await := len(msgs)-1, ""
 	if strings.TrimSpace(prompt) != "" {
@@ -373,6 +565,10 @@ func (s *Server) nativeTurnEnded(convID, agent, sessionID, prompt string) {
 	}
 	nr := markAt(ref, msgs, end, "", st)
 	nr.AwaitPrompt = await
+	if await == "" && end >= 0 {
+		// The native session holds the turn: its end is the conversation's.
+		nr = withLinks(nr, history.NativeLink{NativeID: msgs[end].ID, MessageID: s.lastMessageID(convID, lastLinked(ref))})
+	}
 	if err := s.store.SetNative(convID, &nr); err != nil {
 		s.log.Warn("native mark not moved past an ochat turn", "conversation", convID, "session", sessionID, "err", err)
 	}

@@ -87,6 +87,16 @@ func (c *claudeLines) assistant(msgID, text string) string {
 	return l
 }
 
+// uuidOf is the uuid of a line claudeLines wrote.
+func uuidOf(t testing.TB, line string) string {
+	t.Helper()
+	var l struct{ UUID string }
+	if err := json.Unmarshal([]byte(line), &l); err != nil || l.UUID == "" {
+		t.Fatalf("no uuid in %s (%v)", line, err)
+	}
+	return l.UUID
+}
+
 // claudeLineSeq numbers the lines claudeLines writes (uuids stay unique
 // across the tests of one process).
 var claudeLineSeq int
@@ -121,23 +131,28 @@ func TestNativeSyncClaude(t *testing.T) {
 	open := call[OpenSessionResult](t, a, MethodSessionsOpen, SessionRefParams{SessionID: fixtureClaudeID})
 	conv := open.ConversationID
 	n0 := len(open.Messages)
-	nat, err := native.ReadFile(ctxT(t), nh.claudeFile)
+	tr, err := native.ReadFile(ctxT(t), nh.claudeFile)
 	if err != nil {
 		t.Fatal(err)
 	}
+	nat := nativeMessages(tr)
 	fi, _ := os.Stat(nh.claudeFile)
-	if ref := open.Conversation.Native; ref == nil || ref.LastNativeID != lastMessage(nat.Messages).ID || ref.LastMessageID != lastMessage(open.Messages).ID ||
-		ref.Count != len(nat.Messages) || ref.Size != fi.Size() || ref.ModTimeNs != fi.ModTime().UnixNano() || ref.MarkedAt == 0 {
-		t.Fatalf("mark after open %+v, want last native %s, %d messages, size %d", open.Conversation.Native, lastMessage(nat.Messages).ID, len(nat.Messages), fi.Size())
+	if ref := open.Conversation.Native; ref == nil || ref.LastNativeID != lastMessage(nat).ID || ref.LastMessageID != lastMessage(open.Messages).ID ||
+		ref.Count != len(nat) || ref.Size != fi.Size() || ref.ModTimeNs != fi.ModTime().UnixNano() || ref.MarkedAt == 0 ||
+		len(ref.Links) != len(nat) || ref.Links[len(nat)-1] != (history.NativeLink{NativeID: lastMessage(nat).ID, MessageID: lastMessage(open.Messages).ID}) {
+		t.Fatalf("mark after open %+v, want last native %s, %d messages, size %d", open.Conversation.Native, lastMessage(nat).ID, len(nat), fi.Size())
 	}
 	call[SubscribeResult](t, b, MethodSubscribe, ConversationParams{ConversationID: conv})
 
 	cl := newClaudeLines(t, e.ws, nh.claudeFile)
 	rewindTo := firstUserUUID(t, nh.claudeFile)
+	var grownLine string // the second line of msg_t2, rewound to later
 	before, _ := os.ReadFile(nh.claudeFile)
 	written := string(before)
 	// Each step changes the native file (or not), then asks the daemon in
 	// one way; the conversation must then hold want messages.
+	lineT2 := func() string { grownLine = cl.assistant("msg_t2", "and more"); return grownLine }
+	grownUUID := func() string { return uuidOf(t, grownLine) }
 	steps := []struct {
 		name    string
 		lines   []string
@@ -145,6 +160,7 @@ func TestNativeSyncClaude(t *testing.T) {
 		want    int    // messages in the conversation after the step
 		last    string // text of the last message ("" = not checked)
 		updated bool   // open: the last imported message was replaced
+		rewound int    // open: conversation messages the native session lost
 		note    string // open: substring of the sync note
 		resync  bool   // the other subscriber is sent ochat/resync
 	}{
@@ -153,10 +169,15 @@ func TestNativeSyncClaude(t *testing.T) {
 		{name: "subscribe, no duplicate", via: "subscribe", want: n0 + 2},
 		{name: "a non-message line only", lines: []string{`{"type":"last-prompt","lastPrompt":"TERMINAL one","sessionId":"` + fixtureClaudeID + `"}`}, via: "open", want: n0 + 2},
 		{name: "open again imports", lines: []string{cl.user("TERMINAL two"), cl.assistant("msg_t2", "answer two")}, via: "open", want: n0 + 4, last: "answer two", resync: true},
-		{name: "the turn grows in place", lines: []string{cl.assistant("msg_t2", "and more")}, via: "open", want: n0 + 4, last: "answer two\n\nand more", updated: true, resync: true},
+		{name: "the turn grows in place", lines: []string{lineT2()}, via: "open", want: n0 + 4, last: "answer two\n\nand more", updated: true, resync: true},
 		{name: "terminal turn on subscribe", lines: []string{cl.user("TERMINAL three"), cl.assistant("msg_t3", "answer three")}, via: "subscribe", want: n0 + 6, last: "answer three", resync: true},
-		{name: "rewound in the terminal", lines: []string{cl.userAfter(rewindTo, "TERMINAL rewound")}, via: "open", want: n0 + 6, last: "answer three", note: "no longer holds message msg_t3"},
-		{name: "still rewound", via: "get", want: n0 + 6, last: "answer three"},
+		// Rewound to answer two: turn three stays, the new turn follows it.
+		{name: "rewound in the terminal", lines: []string{cl.userAfter(grownUUID(), "TERMINAL rewound"), cl.assistant("msg_r1", "answer rewound")}, via: "open", want: n0 + 8, last: "answer rewound", rewound: 2, note: "no longer holds the conversation's last 2 message(s)", resync: true},
+		{name: "still rewound", via: "get", want: n0 + 8, last: "answer rewound"},
+		{name: "goes on after the rewind", lines: []string{cl.user("TERMINAL four"), cl.assistant("msg_t4", "answer four")}, via: "open", want: n0 + 10, last: "answer four", resync: true},
+		// Rewound to before every message the conversation holds.
+		{name: "rewound past everything", lines: []string{cl.userAfter(rewindTo, "TERMINAL restart")}, via: "open", want: n0 + 10, last: "answer four", note: "past every message of the conversation"},
+		{name: "goes on from the new end", lines: []string{cl.assistant("msg_t5", "answer five")}, via: "open", want: n0 + 11, last: "answer five", resync: true},
 	}
 	have := n0
 	for _, st := range steps {
@@ -175,7 +196,7 @@ func TestNativeSyncClaude(t *testing.T) {
 			if res.Created || res.ConversationID != conv || res.Sync == nil {
 				t.Fatalf("%s: open %+v", st.name, res)
 			}
-			if res.Sync.Imported != st.want-have || res.Sync.Updated != st.updated || !strings.Contains(res.Sync.Note, st.note) || (st.note == "") != (res.Sync.Note == "") {
+			if res.Sync.Imported != st.want-have || res.Sync.Updated != st.updated || res.Sync.Rewound != st.rewound || !strings.Contains(res.Sync.Note, st.note) || (st.note == "") != (res.Sync.Note == "") {
 				t.Fatalf("%s: sync %+v, want updated %v note %q", st.name, res.Sync, st.updated, st.note)
 			}
 			msgs = res.Messages
@@ -203,14 +224,24 @@ func TestNativeSyncClaude(t *testing.T) {
 		}
 	}
 	// Imported turns are ordinary messages: user text, then claude's answer.
-	msgs := call[GetConversationResult](t, a, MethodConversationsGet, ConversationParams{ConversationID: conv}).Messages
+	got := call[GetConversationResult](t, a, MethodConversationsGet, ConversationParams{ConversationID: conv})
+	msgs := got.Messages
 	if u := msgs[n0]; u.Role != transcript.RoleUser || u.Content != "TERMINAL one" {
 		t.Fatalf("imported user message %+v", u)
 	}
+	// Turn three, rewound in the terminal, stayed before the new turn, and
+	// the mark records the rewind.
+	if msgs[n0+4].Content != "TERMINAL three" || msgs[n0+6].Content != "TERMINAL rewound" {
+		t.Fatalf("after the rewind: %q then %q", msgs[n0+4].Content, msgs[n0+6].Content)
+	}
+	want := history.NativeRewind{Kept: msgs[n0+3].ID, First: msgs[n0+4].ID, Last: msgs[n0+5].ID, Count: 2}
+	if rw := got.Conversation.Native.Rewinds; len(rw) != 1 || rw[0].At == 0 || (history.NativeRewind{Kept: rw[0].Kept, First: rw[0].First, Last: rw[0].Last, Count: rw[0].Count}) != want {
+		t.Fatalf("rewinds %+v, want one %+v", rw, want)
+	}
 	// The native session holds the imported turns: claude's session cursor
 	// moved past them (a session/load prompt hands nothing off again).
-	if as, err := e.store.AgentSession(conv, "claude"); err != nil || as.Cursor != msgs[n0+5].ID {
-		t.Fatalf("claude cursor %q (%v), want %s", as.Cursor, err, msgs[n0+5].ID)
+	if as, err := e.store.AgentSession(conv, "claude"); err != nil || as.Cursor != lastMessage(msgs).ID {
+		t.Fatalf("claude cursor %q (%v), want %s", as.Cursor, err, lastMessage(msgs).ID)
 	}
 	// The native file was only read.
 	if after, _ := os.ReadFile(nh.claudeFile); string(after) != written {

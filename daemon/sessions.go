@@ -819,15 +819,19 @@ func (s *Server) openSession(ctx context.Context, p SessionRefParams) (any, erro
 	if conv.UpdatedAt < conv.CreatedAt {
 		conv.UpdatedAt = conv.CreatedAt
 	}
-	msgs := make([]transcript.Message, 0, len(tr.Messages))
-	for _, m := range tr.Messages {
+	nat := nativeMessages(tr) // interruptions and errors as turn statuses
+	msgs := make([]transcript.Message, 0, len(nat))
+	for _, m := range nat {
 		msgs = append(msgs, importedMessage(m, tr.Agent, s.newID()))
 	}
 	lastMsg := ""
 	if n := len(msgs); n > 0 {
 		lastMsg = msgs[n-1].ID
 	}
-	mark := markAt(*conv.Native, tr.Messages, len(tr.Messages)-1, lastMsg, st)
+	mark := markAt(*conv.Native, nat, len(nat)-1, lastMsg, st)
+	for i := max(0, len(nat)-maxNativeLinks); i < len(nat); i++ {
+		mark = withLinks(mark, history.NativeLink{NativeID: nat[i].ID, MessageID: msgs[i].ID})
+	}
 	conv.Native = &mark
 	err = s.store.Update(func(w *history.Writer) error {
 		if err := w.CreateConversation(conv); err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -428,16 +429,28 @@ func TestSessionsOpenContinue(t *testing.T) {
 		open.Conversation.Native.Agent != "claude" || open.Conversation.Native.Path != nh.claudeFile {
 		t.Fatalf("open %+v", open.Conversation)
 	}
-	if len(open.Messages) != len(rd.Messages) || open.Conversation.Title != rd.Title {
-		t.Fatalf("snapshot has %d messages, native %d", len(open.Messages), len(rd.Messages))
+	// The snapshot is the native messages with the interrupted turn of
+	// the fixture ("SLOW: take your time", then Esc) as a cancelled answer.
+	nat := nativeMessages(&rd.Transcript)
+	if len(open.Messages) != len(nat) || len(nat) != len(rd.Messages)+1 || open.Conversation.Title != rd.Title {
+		t.Fatalf("snapshot has %d messages, native %d (%d with the interruption)", len(open.Messages), len(rd.Messages), len(nat))
 	}
+	cancelled := 0
 	for i := range open.Messages {
 		if i > 0 && open.Messages[i].ID <= open.Messages[i-1].ID {
 			t.Fatalf("snapshot ids not ascending at %d", i)
 		}
-		if open.Messages[i].Content != rd.Messages[i].Content || len(open.Messages[i].Segments) != len(rd.Messages[i].Segments) {
-			t.Fatalf("snapshot message %d differs: %+v vs %+v", i, open.Messages[i], rd.Messages[i])
+		if open.Messages[i].Content != nat[i].Content || len(open.Messages[i].Segments) != len(nat[i].Segments) || open.Messages[i].Status != nat[i].Status && nat[i].Status != "" {
+			t.Fatalf("snapshot message %d differs: %+v vs %+v", i, open.Messages[i], nat[i])
 		}
+		if m := open.Messages[i]; m.Status == transcript.StatusCancelled {
+			if cancelled++; m.StopReason != "cancelled" || i == 0 || !strings.HasPrefix(open.Messages[i-1].Content, "SLOW") {
+				t.Fatalf("cancelled message %d %+v does not answer the SLOW prompt", i, m)
+			}
+		}
+	}
+	if cancelled != 1 {
+		t.Fatalf("snapshot has %d cancelled turns, want 1 (the interrupted SLOW prompt)", cancelled)
 	}
 	if rd.ConversationID != open.ConversationID {
 		t.Fatalf("read conversationId %q, want %q", rd.ConversationID, open.ConversationID)
@@ -493,6 +506,10 @@ func TestSessionsOpenContinue(t *testing.T) {
 		if !strings.Contains(text, want) {
 			t.Fatalf("handoff prompt lacks %q:\n%s", want, text)
 		}
+	}
+	// The interrupted terminal turn is marked in the handoff too.
+	if !regexp.MustCompile(`SLOW: take your time\n+\[claude\] \(cancelled\)`).MatchString(text) {
+		t.Fatalf("handoff prompt does not mark the interrupted SLOW turn cancelled:\n%s", text)
 	}
 }
 

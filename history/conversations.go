@@ -60,6 +60,41 @@ type NativeRef struct {
 	// skips that turn — the first user message holding this text and the
 	// answer after it — instead of importing it, and clears the field.
 	AwaitPrompt string `json:"awaitPrompt,omitempty"`
+	// Links pairs the newest native messages the conversation holds with
+	// the conversation messages they are, oldest first, at most the daemon's
+	// bound (64): every native message imported (open's snapshot, a sync),
+	// and the native session's last message when a turn ochat ran there
+	// ended (paired with the conversation's last message then). When the
+	// native session no longer holds LastNativeID (a rewind or rollback in
+	// the terminal), the newest link it still holds is where the sync goes
+	// on from.
+	Links []NativeLink `json:"links,omitempty"`
+	// Rewinds records, oldest first (at most 16), each time a sync found
+	// the native session rewound or rolled back past messages the
+	// conversation holds: those messages stay in the conversation, and
+	// the terminal's new turns are imported after them.
+	Rewinds []NativeRewind `json:"rewinds,omitempty"`
+}
+
+// NativeLink says that native message NativeID (NativeRef.LastNativeID's
+// kind of id) is held by the conversation as message MessageID, and so is
+// everything before it.
+type NativeLink struct {
+	NativeID  string `json:"nativeId"`
+	MessageID string `json:"messageId"`
+}
+
+// NativeRewind is one rewind or rollback of the native session seen by a
+// sync: the conversation's messages First through Last (Count of them,
+// ids sorting after Kept) are no longer in the native session; Kept is the
+// last conversation message it still holds. At is when the sync saw it
+// (Unix ms).
+type NativeRewind struct {
+	At    int64  `json:"at"`
+	Kept  string `json:"kept"`
+	First string `json:"first"`
+	Last  string `json:"last"`
+	Count int    `json:"count"`
 }
 
 // CreateConversation stores a new conversation. c.ID must be non-empty and

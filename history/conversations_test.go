@@ -3,6 +3,7 @@ package history
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -49,7 +50,7 @@ func TestWriterSetNative(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if *c.Native != *tt.wantMark {
+			if !reflect.DeepEqual(*c.Native, *tt.wantMark) {
 				t.Fatalf("native %+v, want %+v", c.Native, tt.wantMark)
 			}
 			if msgs, _ := st.Messages("C1"); len(msgs) != tt.wantMsgs {
