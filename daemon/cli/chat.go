@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"unicode/utf8"
 
@@ -31,11 +32,24 @@ import (
 // Reasoning prints as "thinking: …" (dimmed on a terminal) unless --quiet.
 // Human-readable output goes through termSafe. Exit status (chatUsage): 0
 // completed, 1 failed, 2 usage or cancelled by another client or the
-// daemon, 130 cancelled by Ctrl-C (129 SIGHUP, 143 SIGTERM), 3 stopped after
-// the user (or --no) rejected a permission request (ExitRejected). An
-// interrupt, hangup or terminate signal cancels the turn; a second one
-// leaves it running.
+// daemon, 130 cancelled by Ctrl-C (129 SIGHUP, 143 SIGTERM), 141 the reader
+// of stdout or stderr went away (SIGPIPE), 3 stopped after the user (or
+// --no) rejected a permission request (ExitRejected). An interrupt, hangup
+// or terminate signal cancels the turn, and so does a write to a closed
+// pipe (EPIPE: SIGPIPE is caught, so it does not kill chat before the
+// cancel); a second signal stops waiting for the cancelled turn to end.
 func runChat(ctx context.Context, env *Env, args []string) int {
+	// A write to stdout or stderr whose reader is gone returns EPIPE
+	// instead of killing chat with SIGPIPE (os/signal, "SIGPIPE"): the
+	// outputWatch below then cancels the turn.
+	sigpipe := make(chan os.Signal, 1)
+	signal.Notify(sigpipe, syscall.SIGPIPE)
+	defer signal.Stop(sigpipe)
+	ow := &outputWatch{}
+	dim := colorTerminal(env)
+	wenv := *env
+	wenv.Stdout, wenv.Stderr = ow.wrap(env.Stdout), ow.wrap(env.Stderr)
+	env = &wenv
 	var c common
 	fs := newFlags(env, "chat", &c, true)
 	agent := fs.String("agent", "", "agent to answer (default: the conversation's last agent, else the first available)")
@@ -89,8 +103,13 @@ func runChat(ctx context.Context, env *Env, args []string) int {
 		return fail(env, "send: %v", err)
 	}
 	t := &chatTurn{env: env, cl: cl, res: res, json: c.json, workspace: c.workspace, stdin: env.Stdin, promptFromStdin: promptFromStdin, quiet: *quiet,
-		dim: colorTerminal(env), atLineStart: true, tools: map[string]string{}, toolNames: map[string]string{}, files: map[string]string{},
-		asked: map[string]bool{}, interrupted: make(chan struct{})}
+		dim: dim, atLineStart: true, tools: map[string]string{}, toolNames: map[string]string{}, files: map[string]string{},
+		asked: map[string]bool{}, interrupted: make(chan struct{}), cancelSent: make(chan struct{})}
+	ow.onGone(func() {
+		if t.startCancel(syscall.SIGPIPE) {
+			go t.sendCancel(ctx)
+		}
+	})
 	fmt.Fprintf(env.Stderr, "conversation: %s (to stop the turn from elsewhere: %s)\n", res.ConversationID, t.cancelCommand())
 	switch {
 	case *yes:
@@ -119,14 +138,72 @@ turn.failed event.
 
 Exit status: 0 completed, 1 failed (also when the daemon stopped mid-turn), 2 usage error or turn
 cancelled by another client or the daemon, 3 the agent stopped because you (or --no) rejected its
-permission request, 130 cancelled by Ctrl-C (a second Ctrl-C leaves the turn running in the daemon),
-129 / 143 cancelled because the terminal closed (SIGHUP) / by SIGTERM.`
+permission request, 130 cancelled by Ctrl-C, 129 / 143 cancelled because the terminal closed (SIGHUP) /
+by SIGTERM, 141 cancelled because the reader of the output went away (SIGPIPE: "| head" exited; nothing
+more is printed). A second signal stops waiting for the cancelled turn to end: the cancel has been
+sent, and if the agent does not end the turn the daemon stops it after its cancel grace (10 s by
+default). timeout(1) sends SIGTERM twice (to chat and to its process group), so under timeout chat
+exits at once after sending the cancel.`
 
 // Exit statuses of `ochatd chat`.
 const (
 	exitCancelledElsewhere = 2
-	exitInterrupted        = 130 // 128 + SIGINT; SIGHUP and SIGTERM give 128 + their number
+	exitInterrupted        = 130 // 128 + SIGINT; SIGHUP, SIGTERM and SIGPIPE give 128 + their number
 )
+
+// outputWatch wraps chat's stdout and stderr and notices the first write
+// that fails with EPIPE: the reader of the output has gone (`| head`
+// exited). Writes after that still fail as the pipe makes them fail.
+type outputWatch struct {
+	mu   sync.Mutex
+	gone bool   // a write failed with EPIPE
+	fn   func() // called once at the first EPIPE (or at onGone, if that came later)
+	done bool   // fn has been called
+}
+
+// wrap returns w whose writes report EPIPE to o.
+func (o *outputWatch) wrap(w io.Writer) io.Writer { return watchedWriter{w, o} }
+
+// onGone sets fn, called once, synchronously in the failing write, when
+// the output is gone; at once if it is gone already.
+func (o *outputWatch) onGone(fn func()) {
+	o.mu.Lock()
+	o.fn = fn
+	call := o.gone && !o.done
+	o.done = o.done || call
+	o.mu.Unlock()
+	if call {
+		fn()
+	}
+}
+
+func (o *outputWatch) failed(err error) {
+	if !errors.Is(err, syscall.EPIPE) {
+		return
+	}
+	o.mu.Lock()
+	o.gone = true
+	fn := o.fn
+	call := fn != nil && !o.done
+	o.done = o.done || call
+	o.mu.Unlock()
+	if call {
+		fn()
+	}
+}
+
+type watchedWriter struct {
+	w io.Writer
+	o *outputWatch
+}
+
+func (w watchedWriter) Write(p []byte) (int, error) {
+	n, err := w.w.Write(p)
+	if err != nil {
+		w.o.failed(err)
+	}
+	return n, err
+}
 
 // daemonStopped is the turn.failed message of a turn the daemon ended
 // because it was stopping (daemon.Server.Close).
@@ -198,8 +275,11 @@ type chatTurn struct {
 	pending         []daemon.Notification    // notifications that arrived while a question waited
 	rejected        bool                     // the user (or --no) rejected a permission request of this turn
 	asked           map[string]bool          // permission ids already answered or dropped here
-	interrupted     chan struct{}            // closed at the first cancelling signal
+	cancelMu        sync.Mutex               // guards signal while the cancel starts
+	interrupted     chan struct{}            // closed at the first cancelling signal (SIGPIPE: the output is gone)
 	signal          os.Signal                // that signal; set before interrupted is closed
+	cancelSent      chan struct{}            // closed once ochat/chat/cancel has been answered (or failed)
+	cancelErr       error                    // why the cancel failed; read after cancelSent is closed
 	atLineStart     bool
 	heldCR          bool // write holds a trailing CR back
 	inReasoning     bool
@@ -228,24 +308,22 @@ func (t *chatTurn) run(ctx context.Context) int {
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, cancelSignals...)
 	defer signal.Stop(sig)
-	interrupts := 0
 	go func() {
 		for s := range sig {
-			interrupts++
-			if interrupts > 1 {
-				fmt.Fprintln(t.env.Stderr, "\nochatd: leaving the turn running in the daemon")
-				fmt.Fprintf(t.env.Stderr, "conversation: %s\ncancel it with: %s\n", t.res.ConversationID, t.cancelCommand())
-				os.Exit(signalExit(s))
+			if t.startCancel(s) {
+				if s == os.Interrupt {
+					fmt.Fprintln(t.env.Stderr, "\nochatd: cancelling (Ctrl-C again to stop waiting for the turn to end)")
+				} else {
+					fmt.Fprintf(t.env.Stderr, "\nochatd: %v: cancelling the turn\n", s)
+				}
+				t.sendCancel(ctx)
+				continue
 			}
-			if s == os.Interrupt {
-				fmt.Fprintln(t.env.Stderr, "\nochatd: cancelling (Ctrl-C again to leave it running)")
-			} else {
-				fmt.Fprintf(t.env.Stderr, "\nochatd: %v: cancelling the turn\n", s)
-			}
-			t.signal = s
-			close(t.interrupted)
-			var r daemon.CancelResult
-			call(ctx, t.cl, quickCall, daemon.MethodChatCancel, daemon.ConversationParams{ConversationID: t.res.ConversationID}, &r)
+			// Cancelling already (an earlier signal, or the output went
+			// away): stop waiting, once the cancel has been sent.
+			<-t.cancelSent
+			t.giveUp(s)
+			os.Exit(signalExit(s))
 		}
 	}()
 	t.notes = make(chan daemon.Notification)
@@ -307,6 +385,56 @@ func (t *chatTurn) run(ctx context.Context) int {
 			}
 		}
 	}
+}
+
+// startCancel records sig as what cancels the turn and closes
+// interrupted, if nothing has yet; it reports whether it did. The caller
+// then sends the cancel (sendCancel).
+func (t *chatTurn) startCancel(sig os.Signal) bool {
+	t.cancelMu.Lock()
+	defer t.cancelMu.Unlock()
+	if t.signal != nil {
+		return false
+	}
+	t.signal = sig
+	close(t.interrupted)
+	return true
+}
+
+// sendCancel sends ochat/chat/cancel for the turn and closes cancelSent
+// when the daemon has answered (cancelErr says if it failed).
+func (t *chatTurn) sendCancel(ctx context.Context) {
+	var r daemon.CancelResult
+	t.cancelErr = call(ctx, t.cl, quickCall, daemon.MethodChatCancel, daemon.ConversationParams{ConversationID: t.res.ConversationID}, &r)
+	close(t.cancelSent)
+}
+
+// giveUp says, on stderr, that chat stops waiting for the cancelled turn
+// to end (a second signal, sig), and what becomes of the turn: the cancel
+// was sent and the daemon ends the turn, stopping an agent that ignores
+// the cancel after its cancel grace (daemon.DefaultCancelGrace unless
+// `ochatd serve --cancel-grace`). cancelSent must be closed.
+func (t *chatTurn) giveUp(sig os.Signal) {
+	w := t.env.Stderr
+	what := "ochatd: "
+	if sig != os.Interrupt {
+		what += sig.String() + ": "
+	}
+	if t.cancelErr != nil {
+		fmt.Fprintf(w, "\n%snot waiting for the turn to end; the cancel could not be sent (%v)\ncancel it with: %s\n", what, t.cancelErr, t.cancelCommand())
+		return
+	}
+	fmt.Fprintf(w, "\n%snot waiting for the turn to end: the cancel was sent; if the agent does not end the turn, the daemon stops the agent after its cancel grace (%v by default)\nconversation: %s (to see how it ended: %s)\n",
+		what, daemon.DefaultCancelGrace, t.res.ConversationID, t.showCommand())
+}
+
+// showCommand is the command line that shows this conversation, with
+// --workspace when chat was given one.
+func (t *chatTurn) showCommand() string {
+	if t.workspace != "" {
+		return "ochatd show --workspace " + shellQuote(t.workspace) + " " + t.res.ConversationID
+	}
+	return "ochatd show " + t.res.ConversationID
 }
 
 // cancelCommand is the command line that cancels this turn later, with
@@ -525,6 +653,15 @@ func (t *chatTurn) end(ev transcript.Event) int {
 		}
 		return 1
 	}
+	select {
+	case <-t.interrupted:
+		if t.signal == syscall.SIGPIPE {
+			// Nobody reads the output any more: whatever the end, it
+			// was cut; say nothing (the pipe is likely stderr too).
+			return signalExit(t.signal)
+		}
+	default:
+	}
 	if ev.StopReason == "cancelled" {
 		select {
 		case <-t.interrupted:
@@ -669,6 +806,14 @@ func (t *chatTurn) permission(ctx context.Context, p daemon.PermissionParams) {
 		fmt.Fprintf(w, "  %s\n", fileLine(f))
 	}
 	resp := daemon.RespondParams{PermissionID: p.PermissionID}
+	select {
+	case <-t.interrupted: // the turn is being cancelled: --yes must not allow now
+		resp.Cancelled = true
+		fmt.Fprintln(w, "  (cancelled)")
+		t.respond(ctx, w, p, resp)
+		return
+	default:
+	}
 	if t.auto != "" {
 		resp.OptionID = pickOption(p.Options, t.auto)
 		if resp.OptionID == "" {
@@ -685,6 +830,11 @@ func (t *chatTurn) permission(ctx context.Context, p daemon.PermissionParams) {
 			fmt.Fprintln(w, "  (cancelled)")
 		}
 	}
+	t.respond(ctx, w, p, resp)
+}
+
+// respond sends the answer resp to permission request p.
+func (t *chatTurn) respond(ctx context.Context, w io.Writer, p daemon.PermissionParams, resp daemon.RespondParams) {
 	if isReject(p.Options, resp.OptionID) {
 		t.rejected = true
 	}

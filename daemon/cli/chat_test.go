@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -985,4 +987,208 @@ func TestAgentsUntrustedRedefinition(t *testing.T) {
 	if strings.Contains(out, "only the untrusted file defines ta1") {
 		t.Errorf("the redefined user agent is called new:\n%s", out)
 	}
+}
+
+// chatChildEnv names the environment variable that makes TestChatChild run
+// `ochatd chat` with the JSON-encoded arguments it holds, as a separate
+// process whose stdout and stderr are the real fds 1 and 2 — where Go's
+// default SIGPIPE kills the process and where a signal to the process
+// cannot reach the test binary.
+const chatChildEnv = "OCHAT_TEST_CHAT_CHILD"
+
+// TestChatChild is not a test: it is the child process of startChatChild.
+func TestChatChild(t *testing.T) {
+	raw := os.Getenv(chatChildEnv)
+	if raw == "" {
+		t.Skip("only the child of startChatChild")
+	}
+	var args []string
+	if err := json.Unmarshal([]byte(raw), &args); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(99)
+	}
+	env := &Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Version: "test", Getenv: os.Getenv}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	os.Exit(Main(ctx, env, append([]string{"chat"}, args...)))
+}
+
+// startChatChild starts `ochatd chat args…` as a child process (this test
+// binary running TestChatChild) with stdout and stderr as given; the
+// environment (XDG dirs of the test's world) is inherited.
+func startChatChild(t *testing.T, stdout, stderr io.Writer, args ...string) *exec.Cmd {
+	t.Helper()
+	raw, err := json.Marshal(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestChatChild$")
+	cmd.Env = append(os.Environ(), chatChildEnv+"="+string(raw))
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd
+}
+
+// exitStatus is cmd's exit status after Wait returned err; a process
+// killed by a signal fails the test, naming it.
+func exitStatus(t *testing.T, cmd *exec.Cmd, err error) int {
+	t.Helper()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("wait: %v", err)
+	}
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		t.Fatalf("chat was killed by %v", ws.Signal())
+	}
+	return cmd.ProcessState.ExitCode()
+}
+
+// onlyConversation is the one conversation of cw's daemon, and its
+// messages; it fails the test unless there is exactly one.
+func onlyConversation(t *testing.T, cl *daemon.Client) (daemon.ConversationInfo, []transcript.Message) {
+	t.Helper()
+	var list daemon.ListConversationsResult
+	if err := cl.Call(context.Background(), daemon.MethodConversationsList, nil, &list); err != nil || len(list.Conversations) != 1 {
+		t.Fatalf("conversations: %v %+v", err, list.Conversations)
+	}
+	c := list.Conversations[0]
+	var got daemon.GetConversationResult
+	if err := cl.Call(context.Background(), daemon.MethodConversationsGet, daemon.ConversationParams{ConversationID: c.ID}, &got); err != nil {
+		t.Fatal(err)
+	}
+	return c, got.Messages
+}
+
+// TestChatOutputGone: `ochatd chat --yes "WRITE …" | head` where head has
+// exited. The reader of chat's stdout (and, with 2>&1, of its stderr) is
+// gone before chat writes; the write fails with EPIPE instead of SIGPIPE
+// killing chat, and chat cancels the turn as Ctrl-C does — its permission
+// request is answered cancelled, not allowed, although --yes — waits for
+// the turn to end, and exits 141 saying nothing. The conversation is then
+// not running, its turn is stored cancelled, nothing was written, and the
+// next send is accepted.
+func TestChatOutputGone(t *testing.T) {
+	for _, tt := range []struct {
+		name         string
+		stderrToPipe bool // 2>&1: the first write, the conversation line, fails
+	}{
+		{"stdout and stderr (2>&1)", true},
+		{"stdout only: fails at the tool line, before the permission", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cw := newChatWorld(t, false, daemon.Options{})
+			pr, pw, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			pr.Close() // head has exited
+			var errb syncBuffer
+			var stderr io.Writer = &errb
+			if tt.stderrToPipe {
+				stderr = pw
+			}
+			cmd := startChatChild(t, pw, stderr, "--workspace", cw.ws, "--agent", "test", "--yes", "WRITE pipe.txt hi")
+			pw.Close()
+			if code := exitStatus(t, cmd, cmd.Wait()); code != 141 {
+				t.Errorf("exit %d, want 141; stderr:\n%s", code, errb.String())
+			}
+			if !tt.stderrToPipe && (strings.Contains(errb.String(), "cancelling") || strings.Contains(errb.String(), "(stopped") || strings.Contains(errb.String(), "Allow")) {
+				t.Errorf("stderr not quiet, or the permission was allowed:\n%s", errb.String())
+			}
+			cl := cw.direct(t)
+			c, msgs := onlyConversation(t, cl)
+			if c.Running || len(msgs) == 0 || msgs[len(msgs)-1].Status != transcript.StatusCancelled {
+				t.Errorf("running %v, messages %+v; want the turn stored cancelled", c.Running, msgs)
+			}
+			if _, err := os.Stat(filepath.Join(cw.ws, "pipe.txt")); err == nil {
+				t.Error("pipe.txt was written")
+			}
+			var res daemon.SendResult
+			if err := cl.Call(context.Background(), daemon.MethodChatSend, daemon.SendParams{ConversationID: c.ID, Agent: "test", Text: "PLAIN again"}, &res); err != nil {
+				t.Errorf("next send: %v", err)
+			}
+		})
+	}
+}
+
+// TestChatSecondSignalGivesUp: timeout(1) sends SIGTERM to chat and again
+// to its process group. With an agent that ignores the cancel (HANG), the
+// first TERM cancels and the second stops waiting: chat says the cancel
+// was sent and the daemon stops the agent after its grace — not that the
+// turn is left running — and exits 143; the daemon then ends the turn
+// cancelled after its (here short) cancel grace.
+func TestChatSecondSignalGivesUp(t *testing.T) {
+	cw := newChatWorld(t, false, daemon.Options{CancelGrace: 500 * time.Millisecond})
+	var out, errb syncBuffer
+	cmd := startChatChild(t, &out, &errb, "--workspace", cw.ws, "--agent", "test", "HANG")
+	waitFor(t, "HANG's chunk", func() bool { return out.String() != "" })
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the cancel", func() bool { return strings.Contains(errb.String(), "terminated: cancelling the turn") })
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	code := exitStatus(t, cmd, cmd.Wait())
+	errs := errb.String()
+	if code != 143 || !strings.Contains(errs, "ochatd: terminated: not waiting for the turn to end: the cancel was sent; if the agent does not end the turn, the daemon stops the agent after its cancel grace (10s by default)") ||
+		strings.Contains(errs, "leaving the turn running") {
+		t.Errorf("exit %d, stderr:\n%s", code, errs)
+	}
+	cl := cw.direct(t)
+	waitFor(t, "the daemon to end the turn", func() bool { c, _ := onlyConversation(t, cl); return !c.Running })
+	if _, msgs := onlyConversation(t, cl); msgs[len(msgs)-1].Status != transcript.StatusCancelled {
+		t.Errorf("turn stored %q, want cancelled", msgs[len(msgs)-1].Status)
+	}
+}
+
+// TestOutputWatch: the first EPIPE calls the callback once, at once if it
+// is set already, else when it is set; other errors and later EPIPEs do
+// not.
+func TestOutputWatch(t *testing.T) {
+	epipe := &os.PathError{Op: "write", Path: "|1", Err: syscall.EPIPE}
+	tests := []struct {
+		name      string
+		errs      []error // the writes' errors, in order
+		setBefore bool    // onGone before the writes
+		want      int     // callback calls
+	}{
+		{"set, then EPIPE twice", []error{nil, epipe, epipe}, true, 1},
+		{"EPIPE before set", []error{epipe}, false, 1},
+		{"other error", []error{errors.New("disk full"), nil}, true, 0},
+		{"no error", []error{nil}, false, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := &outputWatch{}
+			calls := 0
+			if tt.setBefore {
+				o.onGone(func() { calls++ })
+			}
+			for _, e := range tt.errs {
+				w := o.wrap(errWriter{e})
+				if _, err := w.Write([]byte("x")); err != e {
+					t.Errorf("Write error %v, want %v", err, e)
+				}
+			}
+			if !tt.setBefore {
+				o.onGone(func() { calls++ })
+			}
+			if calls != tt.want {
+				t.Errorf("callback called %d times, want %d", calls, tt.want)
+			}
+		})
+	}
+}
+
+// errWriter fails every write with err (nil: succeeds).
+type errWriter struct{ err error }
+
+func (w errWriter) Write(p []byte) (int, error) {
+	if w.err != nil {
+		return 0, w.err
+	}
+	return len(p), nil
 }
