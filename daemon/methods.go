@@ -189,7 +189,7 @@ func (s *Server) snapshot(id string) (history.Conversation, []transcript.Message
 }
 
 func (s *Server) getConversation(id string) (any, error) {
-	s.syncLinked(s.baseCtx, id, nil) // a linked conversation first imports its native session's new turns
+	sync := s.syncLinked(s.baseCtx, id, nil) // a linked conversation first imports its native session's new turns
 	conv, msgs, err := s.snapshot(id)
 	if err != nil {
 		return nil, err
@@ -200,7 +200,11 @@ func (s *Server) getConversation(id string) (any, error) {
 		msgs = replaceMessage(msgs, live)
 	}
 	s.mu.Unlock()
-	return GetConversationResult{Conversation: conv, Messages: msgs}, nil
+	res := GetConversationResult{Conversation: conv, Messages: msgs}
+	if sync != (NativeSync{}) {
+		res.Sync = &sync
+	}
+	return res, nil
 }
 
 // replaceMessage replaces (or appends) the message with m's id.

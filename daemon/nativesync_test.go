@@ -174,7 +174,7 @@ func TestNativeSyncClaude(t *testing.T) {
 		// Rewound to answer two: turn three stays, the new turn follows it.
 		{name: "rewound in the terminal", lines: []string{cl.userAfter(grownUUID(), "TERMINAL rewound"), cl.assistant("msg_r1", "answer rewound")}, via: "open", want: n0 + 8, last: "answer rewound", rewound: 2, note: "no longer holds the conversation's last 2 message(s)", resync: true},
 		{name: "still rewound", via: "get", want: n0 + 8, last: "answer rewound"},
-		{name: "goes on after the rewind", lines: []string{cl.user("TERMINAL four"), cl.assistant("msg_t4", "answer four")}, via: "open", want: n0 + 10, last: "answer four", resync: true},
+		{name: "goes on after the rewind", lines: []string{cl.user("TERMINAL four"), cl.assistant("msg_t4", "answer four")}, via: "get", want: n0 + 10, last: "answer four", resync: true},
 		// Rewound to before every message the conversation holds.
 		{name: "rewound past everything", lines: []string{cl.userAfter(rewindTo, "TERMINAL restart")}, via: "open", want: n0 + 10, last: "answer four", note: "past every message of the conversation"},
 		{name: "goes on from the new end", lines: []string{cl.assistant("msg_t5", "answer five")}, via: "open", want: n0 + 11, last: "answer five", resync: true},
@@ -188,7 +188,12 @@ func TestNativeSyncClaude(t *testing.T) {
 		var msgs []transcript.Message
 		switch st.via {
 		case "get":
-			msgs = call[GetConversationResult](t, a, MethodConversationsGet, ConversationParams{ConversationID: conv}).Messages
+			res := call[GetConversationResult](t, a, MethodConversationsGet, ConversationParams{ConversationID: conv})
+			quiet := st.want == have && !st.updated && st.rewound == 0 && st.note == ""
+			if quiet != (res.Sync == nil) || res.Sync != nil && (res.Sync.Imported != st.want-have || res.Sync.Rewound != st.rewound || !strings.Contains(res.Sync.Note, st.note)) {
+				t.Fatalf("%s: get's sync %+v", st.name, res.Sync)
+			}
+			msgs = res.Messages
 		case "subscribe":
 			msgs = call[SubscribeResult](t, a, MethodSubscribe, ConversationParams{ConversationID: conv}).Messages
 		case "open":

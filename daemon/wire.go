@@ -127,10 +127,14 @@ func (p *RenameParams) validate() error {
 	return nil
 }
 
-// GetConversationResult answers ochat/conversations/get.
+// GetConversationResult answers ochat/conversations/get. Sync, for a
+// conversation linked to a native session, says what syncing it first did
+// when that imported or replaced messages, found the session rewound, or
+// has a note (docs/protocol.md "Linked conversations"); else it is nil.
 type GetConversationResult struct {
 	Conversation history.Conversation `json:"conversation"`
 	Messages     []transcript.Message `json:"messages"`
+	Sync         *NativeSync          `json:"sync,omitempty"`
 }
 
 // HistoryResult answers ochat/history with the flat record form.
