@@ -14,6 +14,7 @@ import (
 	"go.lsp.dev/jsonrpc2"
 
 	"github.com/ochat-dev/ochat/daemon"
+	"github.com/ochat-dev/ochat/history/native"
 	"github.com/ochat-dev/ochat/transcript"
 )
 
@@ -125,37 +126,36 @@ func writeExport(path string, data []byte, force bool) error {
 	return nil
 }
 
-// fromJSONExport recognises a file `ochatd export --format json` wrote (one
-// JSON object {"id","title","messages":[…]}) and returns its messages as a
-// session event log (transcript.ExportEvents), with what the log cannot
-// carry. ok is false for anything else, event logs included.
-func fromJSONExport(data []byte) (log []byte, ej daemon.ExportJSON, degr []transcript.Degradation, ok bool) {
+// fromJSONExport recognises a file `ochatd export --format json` wrote: one
+// JSON object with "id", "title" and "messages" (canonical messages, each
+// with a role; Gemini CLI's legacy session files hold "messages" too, but
+// no "id" and messages without a role). ok is false for anything else,
+// event logs included. The messages are checked by the daemon on import.
+func fromJSONExport(data []byte) (ej daemon.ExportJSON, ok bool) {
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 || trimmed[0] != '{' || !json.Valid(trimmed) {
-		return nil, ej, nil, false
+		return ej, false
 	}
 	var probe struct {
-		Messages json.RawMessage `json:"messages"`
+		ID       *string           `json:"id"`
+		Title    *string           `json:"title"`
+		Messages []json.RawMessage `json:"messages"`
 	}
-	if json.Unmarshal(trimmed, &probe) != nil || len(probe.Messages) == 0 || probe.Messages[0] != '[' {
-		return nil, ej, nil, false
+	if json.Unmarshal(trimmed, &probe) != nil || probe.ID == nil || probe.Title == nil || probe.Messages == nil {
+		return ej, false
 	}
-	// A native session file may be an object with "messages" too (Gemini
-	// CLI's): ours has canonical messages, each with a role.
-	if json.Unmarshal(trimmed, &ej) != nil || len(ej.Messages) == 0 {
-		return nil, ej, nil, false
-	}
-	for _, m := range ej.Messages {
-		if m.Role != transcript.RoleUser && m.Role != transcript.RoleAssistant {
-			return nil, ej, nil, false
+	for _, m := range probe.Messages {
+		var r struct {
+			Role *string `json:"role"`
+		}
+		if json.Unmarshal(m, &r) != nil || r.Role == nil {
+			return ej, false
 		}
 	}
-	var b bytes.Buffer
-	r, err := transcript.ExportEvents(&b, transcript.ConversationMeta{ID: ej.ID, Title: ej.Title}, ej.Messages)
-	if err != nil {
-		return nil, ej, nil, false
+	if json.Unmarshal(trimmed, &ej) != nil {
+		return ej, false
 	}
-	return b.Bytes(), ej, r.Degradations, true
+	return ej, true
 }
 
 // wholeJSON reports whether data is one JSON document spread over lines (an
@@ -163,6 +163,53 @@ func fromJSONExport(data []byte) (log []byte, ej daemon.ExportJSON, degr []trans
 func wholeJSON(data []byte) bool {
 	t := bytes.TrimSpace(data)
 	return len(t) > 0 && (t[0] == '{' || t[0] == '[') && bytes.ContainsRune(t, '\n') && json.Valid(t)
+}
+
+// notEventLog names what data is when it is plainly no session event log:
+// an `ochatd export --format json` file, an `ochatd export --format
+// markdown` file (its first line is a "# " heading), or another JSON
+// document: an array, or one over several lines (its first line a lone "{"
+// or "[", as a pretty-printed or cut-off document starts). It is ""
+// otherwise.
+func notEventLog(data []byte) string {
+	t := bytes.TrimSpace(data)
+	first, _, _ := bytes.Cut(t, []byte("\n"))
+	first = bytes.TrimSpace(first)
+	switch {
+	case len(t) == 0:
+		return ""
+	case t[0] == '{' || t[0] == '[':
+		if _, ok := fromJSONExport(t); ok {
+			return "an `ochatd export --format json` file"
+		}
+		if wholeJSON(t) || (t[0] == '[' && json.Valid(t)) || bytes.Equal(first, []byte("{")) || bytes.Equal(first, []byte("[")) {
+			return "one JSON document"
+		}
+	case bytes.HasPrefix(first, []byte("# ")):
+		return "an `ochatd export --format markdown` file"
+	}
+	return ""
+}
+
+// visibleCount says how many messages msgs holds the way listings count
+// them: "11 messages", or "11 messages (3 hidden)" when hidden scaffolding
+// (a handoff prompt, a CLI command such as /model) was kept besides.
+func visibleCount(total, hidden int) string {
+	s := fmt.Sprintf("%d messages", total-hidden)
+	if hidden > 0 {
+		s += fmt.Sprintf(" (%d hidden)", hidden)
+	}
+	return s
+}
+
+func countHidden(msgs []transcript.Message) int {
+	n := 0
+	for _, m := range msgs {
+		if m.Hidden {
+			n++
+		}
+	}
+	return n
 }
 
 // maxProblems is how many validator problems a refused import lists.
@@ -198,13 +245,24 @@ func importNonLog(ctx context.Context, env *Env, cl *daemon.Client, name string,
 					}
 					fmt.Fprintf(env.Stderr, "ochatd import: %s\n", termSafe(msg))
 				}
-				fmt.Fprintf(env.Stdout, "%s\t%d messages\t%s\n", res.ConversationID, len(res.Messages), termSafe(res.Conversation.Title))
+				fmt.Fprintf(env.Stdout, "%s\t%s\t%s\n", res.ConversationID, visibleCount(len(res.Messages), countHidden(res.Messages)), termSafe(res.Conversation.Title))
 				return 0
+			} else if msg := err.Error(); strings.Contains(msg, native.ErrNoSessionID.Error()) {
+				// Shaped like a native session, but no session: say what
+				// it lacks rather than list it as a broken event log.
+				var je *jsonrpc2.Error
+				if errors.As(err, &je) {
+					msg = je.Message
+				}
+				return fail(env, "import %s: %s; nothing was imported", name, strings.TrimPrefix(msg, "invalid params: "))
 			}
 		}
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return fail(env, "import %s: the file is empty; nothing was imported", name)
+	}
+	if kind := notEventLog(data); strings.Contains(kind, "markdown") {
+		return fail(env, "import %s: this is %s, for people, not a session event log; nothing was imported. import takes `ochatd export REF --format events` or `--format json`", name, kind)
 	}
 	if wholeJSON(data) {
 		return fail(env, "import %s: this is one JSON document, not a session event log (JSON Lines, one event a line); nothing was imported. import takes the event log: `ochatd export REF --format events`, or an `ochatd export REF --format json` file", name)
@@ -315,11 +373,15 @@ func readInput(env *Env, name string) ([]byte, error) {
 // runImport is `ochatd import FILE [--title T]`: a session event log
 // (JSON Lines; "-" reads stdin) becomes a new conversation through
 // ochat/import. Lines that could not be imported are listed on stderr as
-// FILE:LINE: reason; the rest is imported. A file with no valid event is
-// refused (exit 1, nothing created) with the validator's first problems,
-// unless it is a native session file (Claude, Codex, Gemini, OpenCode, pi):
-// that is opened through ochat/sessions/open (which links, not copies, the
-// native session) and the output says so.
+// FILE:LINE: reason; the rest is imported. An `ochatd export --format json`
+// file is imported whole, its messages as they are (ochat/import with
+// messages). A file with no valid event is refused (exit 1, nothing
+// created) with the validator's first problems, unless it is a native
+// session file (Claude, Codex, Gemini, OpenCode, pi): that is opened
+// through ochat/sessions/open (which links, not copies, the native session)
+// and the output says so; one shaped like a session but naming no session
+// id is refused, saying so. The count printed is of visible messages, as
+// `ochatd sessions` counts, with the hidden ones named apart.
 func runImport(ctx context.Context, env *Env, args []string) int {
 	var c common
 	fs := newFlags(env, "import", &c, true)
@@ -341,18 +403,8 @@ func runImport(ctx context.Context, env *Env, args []string) int {
 		return code
 	}
 	defer cl.Close()
-	if log, ej, degr, ok := fromJSONExport(data); ok {
-		// ochat's own `export --format json`: its messages go through the
-		// event log ExportEvents writes, as `export --format events` would
-		// have given them.
-		data = log
-		if *title == "" {
-			*title = ej.Title
-		}
-		fmt.Fprintf(env.Stderr, "ochatd import: %s is an `ochatd export --format json` file: importing its %d messages as an event log\n", pos[0], len(ej.Messages))
-		for _, d := range degr {
-			fmt.Fprintf(env.Stderr, "ochatd import: not carried over: message %s: %s: %s\n", d.MessageID, d.Kind, d.Detail)
-		}
+	if ej, ok := fromJSONExport(data); ok {
+		return importJSONExport(ctx, env, cl, pos[0], ej, *title, c.json)
 	}
 	if ir := transcript.Import(data); len(ir.Messages) == 0 {
 		return importNonLog(ctx, env, cl, pos[0], data, c.json)
@@ -371,7 +423,41 @@ func runImport(ctx context.Context, env *Env, args []string) int {
 	for _, v := range res.Repaired {
 		fmt.Fprintf(env.Stderr, "%s:%d: repaired: %s\n", pos[0], v.Line, v.Message)
 	}
-	fmt.Fprintf(env.Stdout, "%s\t%d messages\t%s\n", res.ConversationID, res.Messages, termSafe(res.Conversation.Title))
+	fmt.Fprintf(env.Stdout, "%s\t%s\t%s\n", res.ConversationID, visibleCount(res.Messages, res.Hidden), termSafe(res.Conversation.Title))
+	return 0
+}
+
+// importJSONExport imports an `ochatd export --format json` file's messages
+// as they are (ochat/import with messages): file changes, attachments'
+// metadata, hidden messages and all.
+func importJSONExport(ctx context.Context, env *Env, cl *daemon.Client, name string, ej daemon.ExportJSON, title string, asJSON bool) int {
+	if len(ej.Messages) == 0 {
+		return fail(env, "import %s: this `ochatd export --format json` file holds no messages; nothing was imported", name)
+	}
+	if title == "" {
+		title = ej.Title
+	}
+	if ej.Agent != "" {
+		// A native session's export names its CLI once, not per turn.
+		for i := range ej.Messages {
+			if m := &ej.Messages[i]; m.Role == transcript.RoleAssistant && m.Agent == "" {
+				m.Agent = ej.Agent
+			}
+		}
+	}
+	var res daemon.ImportConversationResult
+	if err := call(ctx, cl, slowCall, daemon.MethodImport, daemon.ImportParams{Messages: ej.Messages, Title: title}, &res); err != nil {
+		var je *jsonrpc2.Error
+		if errors.As(err, &je) {
+			return fail(env, "import %s: %s; nothing was imported", name, strings.TrimPrefix(je.Message, "invalid params: "))
+		}
+		return fail(env, "import %s: %v", name, err)
+	}
+	if asJSON {
+		return printJSON(env, res)
+	}
+	fmt.Fprintf(env.Stderr, "ochatd import: %s is an `ochatd export --format json` file: imported its messages as they are\n", name)
+	fmt.Fprintf(env.Stdout, "%s\t%s\t%s\n", res.ConversationID, visibleCount(res.Messages, res.Hidden), termSafe(res.Conversation.Title))
 	return 0
 }
 
@@ -392,6 +478,14 @@ func runValidate(ctx context.Context, env *Env, args []string) int {
 	data, err := readInput(env, pos[0])
 	if err != nil {
 		return fail(env, "validate: %v", err)
+	}
+	if kind := notEventLog(data); kind != "" {
+		msg := fmt.Sprintf("%s is %s, not an event log: validate checks event logs (`ochatd export REF --format events`)", pos[0], kind)
+		if c.json {
+			printJSON(env, []transcript.Violation{{Line: 1, Message: msg}})
+			return 1
+		}
+		return fail(env, "validate: %s", msg)
 	}
 	vs := transcript.Validate(data)
 	if c.json {

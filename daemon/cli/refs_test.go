@@ -92,7 +92,7 @@ func TestNativeIDWhereAConversationBelongs(t *testing.T) {
 }
 
 // TestImportJSONExport: a file `export --format json` wrote imports (its
-// messages go through the event log); another whole JSON document is
+// messages as they are, through ochat/import's messages); another whole JSON document is
 // refused with the command that writes an event log.
 func TestImportJSONExport(t *testing.T) {
 	d := startDaemon(t)
