@@ -463,7 +463,9 @@ func importJSONExport(ctx context.Context, env *Env, cl *daemon.Client, name str
 
 // runValidate is `ochatd validate FILE`: checks a session event log
 // (transcript.Validate; "-" reads stdin) and prints one line per violation,
-// "LINE: message", exiting 1 if there is any. It needs no daemon.
+// "LINE: message", exiting 1 if there is any. A file that is plainly no
+// event log (a json or markdown export, another JSON document: notEventLog)
+// gets one line saying what it is instead, exit 1. It needs no daemon.
 func runValidate(ctx context.Context, env *Env, args []string) int {
 	var c common
 	fs := newFlags(env, "validate", &c, true)
