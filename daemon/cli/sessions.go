@@ -134,8 +134,10 @@ func runShowRef(ctx context.Context, env *Env, args []string) int {
 		return fail(env, "show: %v", err)
 	}
 	if p.SessionID != "" {
-		err := call(ctx, cl, quickCall, daemon.MethodConversationsGet, daemon.ConversationParams{ConversationID: ref}, nil)
+		var got daemon.GetConversationResult
+		err := call(ctx, cl, quickCall, daemon.MethodConversationsGet, daemon.ConversationParams{ConversationID: ref}, &got)
 		if err == nil {
+			printLinkedNotes(termSafeWriter{env.Stderr}, got)
 			return runShow(ctx, env, args)
 		}
 		if !isNotFound(err) {
@@ -154,6 +156,41 @@ func runShowRef(ctx context.Context, env *Env, args []string) int {
 	}
 	printNative(termSafeWriter{env.Stdout}, tr)
 	return 0
+}
+
+// printLinkedNotes tells, on stderr, what the daemon's sync of a
+// conversation linked to a native session did when there is something to
+// tell (GetConversationResult.Sync: turns imported from the terminal, a
+// rewind, why nothing could be imported), and every earlier rewind of the
+// native session that left messages in the conversation it no longer has
+// (Conversation.Native.Rewinds), one line each, prefixed "ochatd show: ".
+func printLinkedNotes(w io.Writer, got daemon.GetConversationResult) {
+	sy := got.Sync
+	if sy != nil && (sy.Imported > 0 || sy.Updated || sy.Note != "") {
+		msg := fmt.Sprintf("%d new message(s) from the terminal imported", sy.Imported)
+		if sy.Updated {
+			msg += ", the last one updated"
+		}
+		if sy.Note != "" {
+			msg += "; " + sy.Note
+		}
+		fmt.Fprintf(w, "ochatd show: %s\n", oneLine(msg))
+	}
+	nr := got.Conversation.Native
+	if nr == nil {
+		return
+	}
+	rw := nr.Rewinds
+	if sy != nil && sy.Rewound > 0 && len(rw) > 0 {
+		rw = rw[:len(rw)-1] // the sync's note told the newest
+	}
+	for _, r := range rw {
+		span := r.First
+		if r.Last != r.First {
+			span += " … " + r.Last
+		}
+		fmt.Fprintf(w, "ochatd show: %d message(s) (%s) were rewound in the %s terminal session at %s: they are no longer in it\n", r.Count, span, nr.Agent, fmtTime(r.At))
+	}
 }
 
 // printNative renders a native transcript for a terminal: a header, the

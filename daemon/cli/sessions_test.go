@@ -223,3 +223,86 @@ func TestCLIDoctorNativeStores(t *testing.T) {
 		}
 	}
 }
+
+// A conversation opened from a terminal session keeps the session's
+// interrupted turn marked, and keeps following the session after the
+// terminal rewinds it: `ochatd import` and `ochatd show` say what happened.
+func TestCLILinkedRewind(t *testing.T) {
+	d := startDaemon(t)
+	code, out, errs := d.run(t, "", "import", d.claudeFile)
+	if code != 0 || !strings.Contains(errs, "opened a conversation") {
+		t.Fatalf("import: %d %s %s", code, out, errs)
+	}
+	conv := strings.Fields(out)[0]
+	claudeLine := func(parent, uuid, typ string, message map[string]any) string {
+		b, _ := json.Marshal(map[string]any{"parentUuid": parent, "isSidechain": false, "type": typ, "userType": "external", "message": message,
+			"uuid": uuid, "timestamp": time.Now().UTC().Format(time.RFC3339Nano), "cwd": d.ws, "sessionId": fixtureClaudeID, "version": "2.1.83"})
+		return string(b) + "\n"
+	}
+	turn := func(parent, n string) string {
+		u, a := "22222222-0000-4000-8000-0000000000u"+n, "22222222-0000-4000-8000-0000000000a"+n
+		return claudeLine(parent, u, "user", map[string]any{"role": "user", "content": "NEW prompt " + n}) +
+			claudeLine(u, a, "assistant", map[string]any{"id": "msg_new_" + n, "type": "message", "role": "assistant", "model": "claude-sonnet-4-6",
+				"content": []map[string]any{{"type": "text", "text": "NEW answer " + n}}, "stop_reason": "end_turn"})
+	}
+	appendText := func(s string) {
+		f, err := os.OpenFile(d.claudeFile, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if _, err := f.WriteString(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := os.ReadFile(d.claudeFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(strings.TrimSuffix(string(b), "\n"), "\n")
+
+	steps := []struct {
+		name      string
+		change    func()
+		cmd       string   // "import" or "show"
+		out, errs []string // substrings of stdout and stderr, in order
+	}{
+		{name: "the interrupted turn is marked", cmd: "show", out: []string{"SLOW: take your time", "## claude · cancelled", "PONG from fake LLM"}},
+		{name: "rewound (head -n -2), then a new turn", change: func() {
+			// Drop PONG's line and the last-prompt line, as `head -n -2 F > x && cat x > F` does.
+			if err := os.WriteFile(d.claudeFile, []byte(strings.Join(lines[:len(lines)-2], "")), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			appendText(turn("f52c1170-5044-4bca-90b1-b2e84dc3eba6", "1"))
+		}, cmd: "import", out: []string{conv}, errs: []string{"already opened as", "2 new message(s) from the terminal imported", "rewound", "last 1 message(s)"}},
+		{name: "show has the rewound answer, then the new turn", cmd: "show", out: []string{"PONG from fake LLM", "NEW prompt 1", "NEW answer 1"}, errs: []string{"1 message(s)", "were rewound in the claude terminal session"}},
+		{name: "later appends keep coming", change: func() { appendText(turn("22222222-0000-4000-8000-0000000000a1", "2")) }, cmd: "show",
+			out: []string{"NEW answer 1", "NEW prompt 2", "NEW answer 2"}, errs: []string{"2 new message(s) from the terminal imported", "were rewound"}},
+	}
+	for _, st := range steps {
+		if st.change != nil {
+			st.change()
+		}
+		arg := d.claudeFile
+		if st.cmd == "show" {
+			arg = conv
+		}
+		code, out, errs := d.run(t, "", st.cmd, arg)
+		if code != 0 {
+			t.Fatalf("%s: %s: %d %s", st.name, st.cmd, code, errs)
+		}
+		for _, c := range []struct {
+			name, text string
+			want       []string
+		}{{"stdout", out, st.out}, {"stderr", errs, st.errs}} {
+			rest := c.text
+			for _, w := range c.want {
+				i := strings.Index(rest, w)
+				if i < 0 {
+					t.Fatalf("%s: %s %s lacks %q (in order):\n%s", st.name, st.cmd, c.name, w, c.text)
+				}
+				rest = rest[i+len(w):]
+			}
+		}
+	}
+}
