@@ -250,11 +250,8 @@ func importNonLog(ctx context.Context, env *Env, cl *daemon.Client, name string,
 			} else if msg := err.Error(); strings.Contains(msg, native.ErrNoSessionID.Error()) {
 				// Shaped like a native session, but no session: say what
 				// it lacks rather than list it as a broken event log.
-				var je *jsonrpc2.Error
-				if errors.As(err, &je) {
-					msg = je.Message
-				}
-				return fail(env, "import %s: %s; nothing was imported", name, strings.TrimPrefix(msg, "invalid params: "))
+				msg = msg[strings.Index(msg, native.ErrNoSessionID.Error()):]
+				return fail(env, "import %s: %s; nothing was imported", name, msg)
 			}
 		}
 	}
