@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -360,6 +361,150 @@ func TestNativeSyncOchatTurns(t *testing.T) {
 	}
 	if ref := got.Conversation.Native; ref.LastNativeID != "msg_t2" || ref.AwaitPrompt != "" {
 		t.Fatalf("mark after the handoff %+v, want at msg_t2", ref)
+	}
+
+	// The terminal rewinds to the end of ochat's turn E (its link): the
+	// turns after it stay, marked rewound; the new turn follows them, and
+	// ochat's own turns still in the native file are not imported again.
+	appendLine(t, nh.claudeFile, cl.userAfter(lastClaudeUUIDOf(t, nh.claudeFile, "msg_o5"), "TERMINAL after rewind"))
+	appendLine(t, nh.claudeFile, cl.assistant("msg_t3", "answer after rewind"))
+	got = call[GetConversationResult](t, c, MethodConversationsGet, ConversationParams{ConversationID: conv})
+	if sy := got.Sync; sy == nil || sy.Imported != 2 || sy.Rewound != 4 || !strings.Contains(sy.Note, "last 4 message(s)") {
+		t.Fatalf("sync after rewinding to ochat's turn: %+v", got.Sync)
+	}
+	if len(got.Messages) != n0+10 || got.Messages[n0+8].Content != "TERMINAL after rewind" || answerText(lastMessage(got.Messages)) != "answer after rewind" {
+		t.Fatalf("after rewinding to ochat's turn: %d messages (want %d)", len(got.Messages), n0+10)
+	}
+	if rw := got.Conversation.Native.Rewinds; len(rw) != 1 || rw[0].First != got.Messages[n0+4].ID || rw[0].Last != got.Messages[n0+7].ID {
+		t.Fatalf("rewinds %+v", rw)
+	}
+}
+
+// lastClaudeUUIDOf is the uuid of the last line of path that is part of
+// API message msgID.
+func lastClaudeUUIDOf(t testing.TB, path, msgID string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := ""
+	for _, ln := range strings.Split(string(b), "\n") {
+		var l struct {
+			UUID    string
+			Message struct{ ID string }
+		}
+		if json.Unmarshal([]byte(ln), &l) == nil && l.Message.ID == msgID {
+			last = l.UUID
+		}
+	}
+	if last == "" {
+		t.Fatalf("%s has no line of %s", path, msgID)
+	}
+	return last
+}
+
+// nativeMessages folds interruption and error markers into turn statuses.
+func TestNativeMessagesMarkers(t *testing.T) {
+	user := func(id string) transcript.Message {
+		return transcript.Message{ID: id, Role: transcript.RoleUser, Content: "prompt " + id}
+	}
+	answer := func(id string, st transcript.MessageStatus) transcript.Message {
+		return transcript.Message{ID: id, Role: transcript.RoleAssistant, Status: st, Segments: []transcript.Segment{{Type: transcript.SegContent, Content: "x"}}}
+	}
+	mk := func(after, kind string) native.Marker {
+		return native.Marker{AfterID: after, Kind: kind, Text: kind + " text", Timestamp: 7}
+	}
+	tests := []struct {
+		name    string
+		msgs    []transcript.Message
+		markers []native.Marker
+		want    string // id:status[:stopReason][!error] per message
+	}{
+		{name: "no markers", msgs: []transcript.Message{user("u1"), answer("a1", transcript.StatusCompleted)}, want: "u1: a1:completed"},
+		{name: "interrupted answer", msgs: []transcript.Message{user("u1"), answer("a1", transcript.StatusCancelled), user("u2")},
+			markers: []native.Marker{mk("a1", "interrupted")}, want: "u1: a1:cancelled:cancelled u2:"},
+		{name: "interrupted before any answer, at the end", msgs: []transcript.Message{user("u1")},
+			markers: []native.Marker{mk("u1", "interrupted")}, want: "u1: u1#interrupted:cancelled:cancelled"},
+		{name: "interrupted before any answer, then a prompt", msgs: []transcript.Message{user("u1"), user("u2"), answer("a2", "")},
+			markers: []native.Marker{mk("u1", "interrupted")}, want: "u1: u1#interrupted:cancelled:cancelled u2: a2:"},
+		{name: "an error ends an unanswered turn", msgs: []transcript.Message{user("u1"), user("u2")},
+			markers: []native.Marker{mk("u1", "error")}, want: "u1: u1#error:failed!error text u2:"},
+		{name: "an error then an answer was a retry", msgs: []transcript.Message{user("u1"), answer("a1", transcript.StatusCompleted)},
+			markers: []native.Marker{mk("u1", "error")}, want: "u1: a1:completed"},
+		{name: "an error at the end may still be retried", msgs: []transcript.Message{user("u1")},
+			markers: []native.Marker{mk("u1", "error")}, want: "u1:"},
+		{name: "a failed answer stays failed", msgs: []transcript.Message{user("u1"), answer("a1", transcript.StatusFailed)},
+			markers: []native.Marker{mk("a1", "interrupted")}, want: "u1: a1:failed"},
+		{name: "compaction, notice and rollback are left out", msgs: []transcript.Message{user("u1"), answer("a1", transcript.StatusCompleted)},
+			markers: []native.Marker{mk("", "compaction"), mk("u1", "notice"), mk("a1", "rollback")}, want: "u1: a1:completed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr := &native.Transcript{Session: native.Session{Agent: "claude"}, Messages: tt.msgs, Markers: tt.markers}
+			var got []string
+			for _, m := range nativeMessages(tr) {
+				g := m.ID + ":" + string(m.Status)
+				if m.StopReason != "" {
+					g += ":" + m.StopReason
+				}
+				if m.Error != "" {
+					g += "!" + m.Error
+				}
+				if m.Role == transcript.RoleAssistant && (m.Agent != "claude" && strings.Contains(m.ID, "#") || m.Segments == nil) {
+					t.Fatalf("added message %+v lacks its agent or segments", m)
+				}
+				got = append(got, g)
+			}
+			if g := strings.Join(got, " "); g != tt.want {
+				t.Fatalf("got  %s\nwant %s", g, tt.want)
+			}
+		})
+	}
+}
+
+// A terminal turn interrupted before it answered is imported as a
+// cancelled answer, and the interruption that comes after a turn that was
+// already imported makes it cancelled in place.
+func TestNativeSyncInterrupted(t *testing.T) {
+	e, nh := newSessionsEnv(t)
+	c := e.dial("a")
+	open := call[OpenSessionResult](t, c, MethodSessionsOpen, SessionRefParams{SessionID: fixtureClaudeID})
+	conv, n0 := open.ConversationID, len(open.Messages)
+	cl := newClaudeLines(t, e.ws, nh.claudeFile)
+	steps := []struct {
+		name   string
+		lines  []string
+		want   int      // messages
+		status []string // statuses of the messages after the snapshot
+	}{
+		{name: "a prompt", lines: []string{cl.user("SLOW: wait")}, want: n0 + 1, status: []string{""}},
+		{name: "interrupted before any answer", lines: []string{cl.user("[Request interrupted by user]")}, want: n0 + 2, status: []string{"", "cancelled"}},
+		{name: "a prompt and part of an answer", lines: []string{cl.user("SLOW: again"), cl.assistant("msg_i1", "partial")}, want: n0 + 4, status: []string{"", "cancelled", "", "completed"}},
+		{name: "interrupted mid-answer", lines: []string{cl.user("[Request interrupted by user]")}, want: n0 + 4, status: []string{"", "cancelled", "", "cancelled"}},
+	}
+	for _, st := range steps {
+		for _, l := range st.lines {
+			appendLine(t, nh.claudeFile, l)
+		}
+		got := call[GetConversationResult](t, c, MethodConversationsGet, ConversationParams{ConversationID: conv})
+		if len(got.Messages) != st.want {
+			t.Fatalf("%s: %d messages, want %d", st.name, len(got.Messages), st.want)
+		}
+		for i, want := range st.status {
+			if m := got.Messages[n0+i]; string(m.Status) != want {
+				t.Fatalf("%s: message %d (%s %q) is %q, want %q", st.name, i, m.Role, m.Content, m.Status, want)
+			}
+		}
+	}
+	// The handoff block another agent gets marks both turns.
+	msgs, err := e.store.Messages(conv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := transcript.RenderHandoff(msgs[n0:], transcript.HandoffOptions{})
+	if !regexp.MustCompile(`(?s)SLOW: wait\n+\[claude\] \(cancelled\).*SLOW: again\n+\[claude\] \(cancelled\)\npartial`).MatchString(h) {
+		t.Fatalf("handoff does not mark the interrupted turns:\n%s", h)
 	}
 }
 
