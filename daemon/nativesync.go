@@ -27,8 +27,12 @@ import (
 // subscribers, when the native watcher sees the file change. Turns ochat itself runs
 // in the same native session (same agent, session/load of the native id)
 // are written to the native file by the agent: the mark moves past them
-// when the turn ends, so they are never imported twice. Native files are
-// only read.
+// when the turn ends, so they are never imported twice. A rewind or
+// rollback in the terminal is followed from the newest native message the
+// conversation still shares with the session (NativeRef.Links); what the
+// session lost stays in the conversation, recorded in NativeRef.Rewinds.
+// Interruptions and errors the reader gives as markers become turn
+// statuses (nativeMessages). Native files are only read.
 
 // NativeSync reports what syncing a linked conversation with its native
 // session did (OpenSessionResult.Sync, GetConversationResult.Sync).
