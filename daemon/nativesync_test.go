@@ -531,6 +531,18 @@ func TestNativeSyncCodex(t *testing.T) {
 			t.Fatalf("get %d: %d messages (want %d), last %+v", i, len(got.Messages), n0+2, lastMessage(got.Messages))
 		}
 	}
+	// `/undo` in the terminal rolls the last turn back: it stays in the
+	// conversation, and the turn typed next follows it.
+	for _, l := range []string{
+		`{"timestamp":"` + ts + `","type":"event_msg","payload":{"type":"thread_rolled_back","num_turns":1}}`,
+		`{"timestamp":"` + ts + `","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"TERMINAL after undo"}]}}`,
+	} {
+		appendLine(t, nh.codexFile, l)
+	}
+	got := call[GetConversationResult](t, c, MethodConversationsGet, ConversationParams{ConversationID: open.ConversationID})
+	if sy := got.Sync; sy == nil || sy.Imported != 1 || sy.Rewound != 2 || len(got.Messages) != n0+3 || lastMessage(got.Messages).Content != "TERMINAL after undo" {
+		t.Fatalf("after a rollback: sync %+v, %d messages (want %d)", got.Sync, len(got.Messages), n0+3)
+	}
 
 	// Codex compresses a finished rollout: the session is found again by
 	// id, and what it gained meanwhile is imported.
@@ -546,9 +558,9 @@ func TestNativeSyncCodex(t *testing.T) {
 	if err := os.Remove(nh.codexFile); err != nil {
 		t.Fatal(err)
 	}
-	got := call[GetConversationResult](t, c, MethodConversationsGet, ConversationParams{ConversationID: open.ConversationID})
-	if len(got.Messages) != n0+3 || lastMessage(got.Messages).Content != "TERMINAL after zst" || got.Conversation.Native.Path != nh.codexFile+".zst" {
-		t.Fatalf("after compression: %d messages (want %d), native %+v", len(got.Messages), n0+3, got.Conversation.Native)
+	got = call[GetConversationResult](t, c, MethodConversationsGet, ConversationParams{ConversationID: open.ConversationID})
+	if len(got.Messages) != n0+4 || lastMessage(got.Messages).Content != "TERMINAL after zst" || got.Conversation.Native.Path != nh.codexFile+".zst" {
+		t.Fatalf("after compression: %d messages (want %d), native %+v", len(got.Messages), n0+4, got.Conversation.Native)
 	}
 }
 
