@@ -485,8 +485,12 @@ func (s *Server) syncNative(ctx context.Context, convID string, except *client) 
 		res.Note = fmt.Sprintf("native %s session %s was rewound or rolled back in the terminal to a message the conversation holds; %d new message(s) imported after it",
 			ref.Agent, ref.SessionID, len(imported))
 	}
-	if t := s.topics[convID]; t != nil && (len(imported) > 0 || grown != nil) {
-		s.resyncOthersLocked(t, except, fmt.Sprintf("native session changed: %d message(s) imported from %s session %s", res.Imported, ref.Agent, ref.SessionID))
+	if t := s.topics[convID]; t != nil && (len(imported) > 0 || grown != nil || rewind) {
+		reason := fmt.Sprintf("native session changed: %d message(s) imported from %s session %s", res.Imported, ref.Agent, ref.SessionID)
+		if len(rewound) > 0 {
+			reason += fmt.Sprintf(" after %d message(s) it no longer holds (rewound in the terminal)", len(rewound))
+		}
+		s.resyncOthersLocked(t, except, reason)
 	}
 	s.log.Info("linked conversation synced", "conversation", convID, "agent", ref.Agent, "session", ref.SessionID, "imported", res.Imported, "updated", res.Updated, "rewound", res.Rewound)
 	return res, nil
