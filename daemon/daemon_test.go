@@ -769,3 +769,30 @@ func TestSocketDirAndPeer(t *testing.T) {
 		t.Fatalf("dial without a daemon: %v", err)
 	}
 }
+
+// A stop that arrives before Serve (a signal during start-up) ends the
+// daemon: Serve returns at once instead of serving a closed daemon forever.
+func TestShutdownBeforeServe(t *testing.T) {
+	base := t.TempDir()
+	st, err := history.Open(filepath.Join(base, "db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	srv := New(Options{Workspace: base, Store: st})
+	ln, err := Listen(filepath.Join(base, "s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Shutdown()
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(t.Context(), ln) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-ctxT(t).Done():
+		t.Fatal("Serve kept serving after a stop that came before it")
+	}
+}

@@ -223,6 +223,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s.mu.Lock()
+	if s.closed {
+		// Stopped (a signal, ochat/daemon/stop) before serving began: the
+		// stop found no Serve to end, so do not start one.
+		s.mu.Unlock()
+		ln.Close()
+		return nil
+	}
 	s.idleStop = cancel
 	s.armIdleLocked()
 	s.mu.Unlock()
