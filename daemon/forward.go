@@ -123,7 +123,7 @@ func Dial(ctx context.Context, o DialOptions) (net.Conn, error) {
 			} else if exitErr != nil {
 				msg += fmt.Sprintf(" (it exited: %v)", exitErr)
 			}
-			if tail := logTail(logPath, 2048); tail != "" {
+			if tail := logSince(logPath, 0, 2048); tail != "" {
 				msg += "; daemon log " + logPath + ":\n" + tail
 			}
 			return nil, errors.New(msg)
@@ -210,27 +210,6 @@ func logSince(path string, off, n int64) string {
 	}
 	if fi.Size()-off > n {
 		off = fi.Size() - n
-	}
-	b := make([]byte, fi.Size()-off)
-	if _, err := f.ReadAt(b, off); err != nil && !errors.Is(err, io.EOF) {
-		return ""
-	}
-	return strings.TrimSpace(string(b))
-}
-
-func logTail(path string, n int64) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return ""
-	}
-	off := fi.Size() - n
-	if off < 0 {
-		off = 0
 	}
 	b := make([]byte, fi.Size()-off)
 	if _, err := f.ReadAt(b, off); err != nil && !errors.Is(err, io.EOF) {

@@ -189,18 +189,7 @@ func (s *Store) RenameConversation(id, title string) error {
 // SetNative sets (or, with nil, clears) the native session a conversation
 // was opened from. Unknown id: an error wrapping ErrNotFound.
 func (s *Store) SetNative(id string, ref *NativeRef) error {
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		c, err := getConversation(tx, id)
-		if err != nil {
-			return err
-		}
-		c.Native = ref
-		return putJSON(tx.Bucket(bucketConversations), id, c)
-	})
-	if err != nil {
-		return fmt.Errorf("set native session of conversation %s: %w", id, err)
-	}
-	return nil
+	return s.Update(func(w *Writer) error { return w.SetNative(id, ref) })
 }
 
 // Conversation is Store.Conversation inside the transaction.
