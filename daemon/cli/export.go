@@ -235,14 +235,7 @@ func importNonLog(ctx context.Context, env *Env, cl *daemon.Client, name string,
 					verb = "already opened as"
 				}
 				fmt.Fprintf(env.Stderr, "ochatd import: %s is a native %ssession, not an event log: %s a conversation through ochat/sessions/open\n", name, agent, verb)
-				if sy := res.Sync; sy != nil && (sy.Imported > 0 || sy.Updated || sy.Note != "") {
-					msg := fmt.Sprintf("%d new message(s) from the terminal imported", sy.Imported)
-					if sy.Updated {
-						msg += ", the last one updated"
-					}
-					if sy.Note != "" {
-						msg += "; " + sy.Note
-					}
+				if msg := syncSummary(res.Sync); msg != "" {
 					fmt.Fprintf(env.Stderr, "ochatd import: %s\n", termSafe(msg))
 				}
 				fmt.Fprintf(env.Stdout, "%s\t%s\t%s\n", res.ConversationID, visibleCount(len(res.Messages), countHidden(res.Messages)), termSafe(res.Conversation.Title))

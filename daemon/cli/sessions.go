@@ -166,14 +166,7 @@ func runShowRef(ctx context.Context, env *Env, args []string) int {
 // (Conversation.Native.Rewinds), one line each, prefixed "ochatd show: ".
 func printLinkedNotes(w io.Writer, got daemon.GetConversationResult) {
 	sy := got.Sync
-	if sy != nil && (sy.Imported > 0 || sy.Updated || sy.Note != "") {
-		msg := fmt.Sprintf("%d new message(s) from the terminal imported", sy.Imported)
-		if sy.Updated {
-			msg += ", the last one updated"
-		}
-		if sy.Note != "" {
-			msg += "; " + sy.Note
-		}
+	if msg := syncSummary(sy); msg != "" {
 		fmt.Fprintf(w, "ochatd show: %s\n", oneLine(msg))
 	}
 	nr := got.Conversation.Native
@@ -191,6 +184,22 @@ func printLinkedNotes(w io.Writer, got daemon.GetConversationResult) {
 		}
 		fmt.Fprintf(w, "ochatd show: %d message(s) (%s) were rewound in the %s terminal session at %s: they are no longer in it\n", r.Count, span, nr.Agent, fmtTime(r.At))
 	}
+}
+
+// syncSummary says in one sentence what a linked conversation's sync did
+// ("" when it did nothing worth saying).
+func syncSummary(sy *daemon.NativeSync) string {
+	if sy == nil || (sy.Imported == 0 && !sy.Updated && sy.Note == "") {
+		return ""
+	}
+	msg := fmt.Sprintf("%d new message(s) from the terminal imported", sy.Imported)
+	if sy.Updated {
+		msg += ", the last one updated"
+	}
+	if sy.Note != "" {
+		msg += "; " + sy.Note
+	}
+	return msg
 }
 
 // printNative renders a native transcript for a terminal: a header, the
