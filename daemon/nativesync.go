@@ -362,10 +362,17 @@ func (s *Server) syncNative(ctx context.Context, convID string, except *client) 
 		}
 	}
 	fresh := msgs[idx+1:]
-	// Messages to import: fresh without ochat's own late-written turn.
-	out, skippedTail := fresh, false
+	// Messages to import: fresh without ochat's own late-written turn. A
+	// prompt of it whose answer is not written yet (pending) is left after
+	// the mark, which stays before it, still awaited.
+	out, skippedTail, pending, end := fresh, false, false, len(msgs)-1
 	if ref.AwaitPrompt != "" {
-		out, skippedTail = withoutTurn(fresh, ref.AwaitPrompt)
+		var at int
+		var answered bool
+		out, at, skippedTail, answered = withoutTurn(fresh, ref.AwaitPrompt)
+		if at >= 0 && skippedTail && !answered {
+			skippedTail, pending, end = false, true, idx+at
+		}
 	}
 	var grown *transcript.Message
 	if idx >= 0 && lastMsgID != "" && !rewind {
@@ -375,7 +382,9 @@ func (s *Server) syncNative(ctx context.Context, convID string, except *client) 
 			}
 		}
 	}
-	if len(fresh) == 0 && grown == nil && !rewind {
+	if (len(fresh) == 0 || pending && len(out) == 0) && grown == nil && !rewind {
+		// Nothing new, or only ochat's prompt waiting for its answer: the
+		// mark stays (at idx), stamped anew.
 		if nr := markAt(ref, msgs, idx, ref.LastMessageID, st); nr.Size != ref.Size || nr.ModTimeNs != ref.ModTimeNs {
 			if err := s.store.SetNative(convID, &nr); err != nil {
 				return NativeSync{}, fmt.Errorf("set native mark: %w", err)
@@ -418,8 +427,8 @@ func (s *Server) syncNative(ctx context.Context, convID string, except *client) 
 	case n > 0:
 		lastMsg = imported[n-1].ID
 	}
-	nr := markAt(ref, msgs, len(msgs)-1, lastMsg, st)
-	if len(fresh) > 0 {
+	nr := markAt(ref, msgs, end, lastMsg, st)
+	if len(fresh) > 0 && !pending {
 		nr.AwaitPrompt = "" // the awaited turn was skipped, or is not coming
 	}
 	if rewind {
@@ -567,8 +576,10 @@ func (s *Server) nativeTurnEnded(convID, agent, sessionID, prompt string) {
 		switch i := promptIndex(msgs[from:], prompt); {
 		case i < 0: // not written yet
 			await = prompt
-		case from+i == len(msgs)-1: // the prompt is written, its answer not yet
-			end, await = from+i-1, prompt
+		default:
+			if j, answered := turnEnd(msgs, from+i); j == len(msgs) && !answered { // the prompt is written, its answer not yet
+				end, await = from+i-1, prompt
+			}
 		}
 	}
 	nr := markAt(ref, msgs, end, "", st)
@@ -596,19 +607,29 @@ func promptIndex(msgs []transcript.Message, prompt string) int {
 
 // withoutTurn is msgs without the turn of the first user message holding
 // prompt: that message and the messages after it up to the next visible
-// user message. tail reports that the turn ended msgs. Without such a
-// message, msgs is returned as is.
-func withoutTurn(msgs []transcript.Message, prompt string) (out []transcript.Message, tail bool) {
+// user message. at is that message's index in msgs (-1: there is none, and
+// msgs is returned as is); tail reports that the turn ended msgs, answered
+// that it holds an answer (a message that is not a user message).
+func withoutTurn(msgs []transcript.Message, prompt string) (out []transcript.Message, at int, tail, answered bool) {
 	i := promptIndex(msgs, prompt)
 	if i < 0 {
-		return msgs, false
+		return msgs, -1, false, false
 	}
-	j := i + 1
-	for j < len(msgs) && (msgs[j].Role != transcript.RoleUser || msgs[j].Hidden) {
-		j++
-	}
+	j, answered := turnEnd(msgs, i)
 	out = append(append(make([]transcript.Message, 0, len(msgs)-(j-i)), msgs[:i]...), msgs[j:]...)
-	return out, j == len(msgs)
+	return out, i, j == len(msgs), answered
+}
+
+// turnEnd is the index of the next visible user message after the prompt
+// at i of msgs (len(msgs) when there is none), and whether the messages in
+// between hold an answer (a message that is not a user message).
+func turnEnd(msgs []transcript.Message, i int) (j int, answered bool) {
+	for j = i + 1; j < len(msgs) && (msgs[j].Role != transcript.RoleUser || msgs[j].Hidden); j++ {
+		if msgs[j].Role != transcript.RoleUser {
+			answered = true
+		}
+	}
+	return j, answered
 }
 
 // nativeFileChanged is called for every change the native watcher reports:

@@ -681,3 +681,51 @@ func TestNativeSyncWhileRunning(t *testing.T) {
 		t.Fatalf("after the turn: %d messages (want %d), mark %+v", len(got.Messages), n0+4, got.Conversation.Native)
 	}
 }
+
+// An agent that logs ochat's turn after the turn ended, prompt first and
+// its answer later: a sync that runs in between (the watcher's) keeps
+// waiting for the answer, so it is not imported when it lands.
+func TestNativeSyncLateAnswer(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		before bool // the prompt was logged before the turn ended
+	}{
+		{name: "prompt logged before the end", before: true},
+		{name: "prompt logged after the end"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e, nh := newSessionsEnv(t)
+			c := e.dial("a")
+			open := call[OpenSessionResult](t, c, MethodSessionsOpen, SessionRefParams{SessionID: fixtureClaudeID})
+			conv, n0 := open.ConversationID, len(open.Messages)
+			cl := newClaudeLines(t, e.ws, nh.claudeFile)
+			prompt := cl.user("PROMPT late")
+			if tt.before {
+				appendLine(t, nh.claudeFile, prompt)
+			}
+			e.srv.nativeTurnEnded(conv, "claude", fixtureClaudeID, "PROMPT late")
+			if !tt.before {
+				appendLine(t, nh.claudeFile, prompt)
+			}
+			// A line that is no message changes the file: the first sync reads it.
+			other := `{"type":"last-prompt","lastPrompt":"PROMPT late","sessionId":"` + fixtureClaudeID + `"}`
+			for i, line := range []string{other, cl.assistant("msg_late", "late answer")} {
+				appendLine(t, nh.claudeFile, line)
+				got := call[GetConversationResult](t, c, MethodConversationsGet, ConversationParams{ConversationID: conv})
+				if len(got.Messages) != n0 || got.Sync != nil && got.Sync.Imported != 0 {
+					t.Fatalf("sync %d: %d messages (want %d), sync %+v: ochat's own turn imported", i, len(got.Messages), n0, got.Sync)
+				}
+				if ref := got.Conversation.Native; i == 0 && ref.AwaitPrompt != "PROMPT late" || i == 1 && (ref.AwaitPrompt != "" || ref.LastNativeID != "msg_late") {
+					t.Fatalf("sync %d: mark %+v", i, ref)
+				}
+			}
+			// The terminal's next turn is imported.
+			appendLine(t, nh.claudeFile, cl.user("TERMINAL next"))
+			appendLine(t, nh.claudeFile, cl.assistant("msg_next", "next answer"))
+			got := call[GetConversationResult](t, c, MethodConversationsGet, ConversationParams{ConversationID: conv})
+			if len(got.Messages) != n0+2 || got.Messages[n0].Content != "TERMINAL next" {
+				t.Fatalf("after the terminal's turn: %d messages, want %d", len(got.Messages), n0+2)
+			}
+		})
+	}
+}
