@@ -955,13 +955,14 @@ func isReject(opts []agents.PermissionOption, id string) bool {
 	return false
 }
 
-// isTerminal reports whether r is a character device (a terminal).
-func isTerminal(r io.Reader) bool {
-	f, ok := r.(*os.File)
+// isTerminal reports whether f (stdin, stdout) is a character device (a
+// terminal).
+func isTerminal(f any) bool {
+	fd, ok := f.(*os.File)
 	if !ok {
 		return false
 	}
-	fi, err := f.Stat()
+	fi, err := fd.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 

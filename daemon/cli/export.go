@@ -76,11 +76,17 @@ func runExport(ctx context.Context, env *Env, args []string) int {
 	if err != nil {
 		return fail(env, "export %s: %v", ref, err)
 	}
+	content := res.Content
+	if !toFile && isTerminal(env.Stdout) {
+		// Shown, not saved: keep agents' control sequences off the terminal.
+		content = termSafe(content)
+	}
 	if toFile {
-		if err := writeExport(*out, []byte(res.Content), *force); err != nil {
-			return fail(env, "export: %v", err)
-		}
-	} else if _, err := io.WriteString(env.Stdout, res.Content); err != nil {
+		err = writeExport(*out, []byte(content), *force)
+	} else {
+		_, err = io.WriteString(env.Stdout, content)
+	}
+	if err != nil {
 		return fail(env, "export: %v", err)
 	}
 	for _, d := range res.Degradations {
