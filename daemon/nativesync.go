@@ -539,14 +539,17 @@ func sameMessage(a, b transcript.Message) bool {
 // session/load or session/resume, so the agent wrote the turn to the native
 // file): the mark becomes the native session's last message, and those
 // messages are not imported again. An agent may write its log after it
-// answers: when the native session does not yet hold the prompt and an
+// answers: when accepted (the agent answered the prompt with a stop
+// reason) and the native session does not yet hold the prompt and an
 // answer after it, the mark stays before the prompt's message (if written)
-// and NativeRef.AwaitPrompt makes the next sync skip the turn. A turn of
-// another agent (a handoff, or a session/new after a failed load) leaves
-// the native file and the mark alone. finish calls it after storing the
-// answer, while the turn still holds the conversation, so no sync runs
-// between the two.
-func (s *Server) nativeTurnEnded(convID, agent, sessionID, prompt string) {
+// and NativeRef.AwaitPrompt makes a later sync skip the turn. A turn that
+// failed (the agent may never have seen the prompt) and is not in the
+// native session leaves the mark alone, so nothing the terminal writes is
+// skipped for it. A turn of another agent (a handoff, or a session/new
+// after a failed load) leaves the native file and the mark alone. finish
+// calls it after storing the answer, while the turn still holds the
+// conversation, so no sync runs between the two.
+func (s *Server) nativeTurnEnded(convID, agent, sessionID, prompt string, accepted bool) {
 	if sessionID == "" {
 		return
 	}
@@ -573,11 +576,14 @@ func (s *Server) nativeTurnEnded(convID, agent, sessionID, prompt string) {
 	from := messageIndex(msgs, ref.LastNativeID) + 1 // 0 when the mark is gone or empty
 	end, await := len(msgs)-1, ""
 	if strings.TrimSpace(prompt) != "" {
-		switch i := promptIndex(msgs[from:], prompt); {
+		i := promptIndex(msgs[from:], prompt)
+		switch {
+		case i < 0 && !accepted: // failed, and not logged: nothing to move past
+			return
 		case i < 0: // not written yet
 			await = prompt
 		default:
-			if j, answered := turnEnd(msgs, from+i); j == len(msgs) && !answered { // the prompt is written, its answer not yet
+			if j, answered := turnEnd(msgs, from+i); accepted && j == len(msgs) && !answered { // the prompt is written, its answer not yet
 				end, await = from+i-1, prompt
 			}
 		}
@@ -593,26 +599,71 @@ func (s *Server) nativeTurnEnded(convID, agent, sessionID, prompt string) {
 	}
 }
 
-// promptIndex is the index of the first visible user message of msgs whose
-// text holds prompt (an agent may record a handoff block before it), or -1.
+// promptIndex is the index of the first visible user message of msgs that
+// is prompt (promptIs), or -1.
 func promptIndex(msgs []transcript.Message, prompt string) int {
-	p := strings.TrimSpace(prompt)
 	for i, m := range msgs {
-		if m.Role == transcript.RoleUser && !m.Hidden && strings.Contains(m.Content, p) {
+		if m.Role == transcript.RoleUser && !m.Hidden && promptIs(m.Content, prompt) {
 			return i
 		}
 	}
 	return -1
 }
 
-// withoutTurn is msgs without the turn of the first user message holding
-// prompt: that message and the messages after it up to the next visible
-// user message. at is that message's index in msgs (-1: there is none, and
-// msgs is returned as is); tail reports that the turn ended msgs, answered
-// that it holds an answer (a message that is not a user message).
+// firstPrompt is the index of the first visible user message of msgs, or -1.
+func firstPrompt(msgs []transcript.Message) int {
+	for i, m := range msgs {
+		if m.Role == transcript.RoleUser && !m.Hidden {
+			return i
+		}
+	}
+	return -1
+}
+
+// handoffOpen and handoffClose delimit the block transcript.RenderHandoff
+// puts before the user's text in a prompt.
+const (
+	handoffOpen  = "<handoff>\n"
+	handoffClose = "</handoff>"
+)
+
+// promptIs reports whether content, the text of a native user message, is
+// the prompt ochat sent: equal to it but for surrounding whitespace and a
+// leading handoff block (transcript.RenderHandoff: "<handoff>\n…</handoff>\n",
+// which the agent may log as part of the prompt's text).
+func promptIs(content, prompt string) bool {
+	c, p := strings.TrimSpace(content), strings.TrimSpace(prompt)
+	if c == p {
+		return true
+	}
+	if !strings.HasPrefix(c, handoffOpen) {
+		return false
+	}
+	// The block's own text may hold "</handoff>": try every end.
+	for rest := c[len(handoffOpen):]; ; {
+		k := strings.Index(rest, handoffClose)
+		if k < 0 {
+			return false
+		}
+		rest = rest[k+len(handoffClose):]
+		if strings.TrimSpace(rest) == p {
+			return true
+		}
+	}
+}
+
+// withoutTurn is msgs without the turn of ochat's awaited prompt: when the
+// first visible user message of msgs is prompt (promptIs), that message
+// and the messages after it up to the next visible user message. at is
+// that message's index in msgs (-1: the first prompt is another, or there
+// is none, and msgs is returned as is); tail reports that the turn ended
+// msgs, answered that it holds an answer (a message that is not a user
+// message). Only the first prompt is looked at: the agent logs ochat's
+// turn right after the mark, so a terminal prompt before it means the
+// awaited turn was never logged.
 func withoutTurn(msgs []transcript.Message, prompt string) (out []transcript.Message, at int, tail, answered bool) {
-	i := promptIndex(msgs, prompt)
-	if i < 0 {
+	i := firstPrompt(msgs)
+	if i < 0 || !promptIs(msgs[i].Content, prompt) {
 		return msgs, -1, false, false
 	}
 	j, answered := turnEnd(msgs, i)

@@ -312,7 +312,7 @@ func TestNativeSyncOchatTurns(t *testing.T) {
 		for _, l := range tt.before {
 			appendLine(t, nh.claudeFile, l)
 		}
-		e.srv.nativeTurnEnded(conv, "claude", fixtureClaudeID, tt.prompt)
+		e.srv.nativeTurnEnded(conv, "claude", fixtureClaudeID, tt.prompt, true)
 		if cv, _ := e.store.Conversation(conv); cv.Native.LastNativeID != tt.mark || cv.Native.AwaitPrompt != tt.await {
 			t.Fatalf("%s: mark at the turn's end %+v, want %s awaiting %q", tt.name, cv.Native, tt.mark, tt.await)
 		}
@@ -331,15 +331,15 @@ func TestNativeSyncOchatTurns(t *testing.T) {
 	}
 	// Another agent's turn (or claude in a session that is not the native
 	// one) does not move the mark.
-	e.srv.nativeTurnEnded(conv, "test", fixtureClaudeID, "x")
-	e.srv.nativeTurnEnded(conv, "claude", "some-other-session", "x")
+	e.srv.nativeTurnEnded(conv, "test", fixtureClaudeID, "x", true)
+	e.srv.nativeTurnEnded(conv, "claude", "some-other-session", "x", true)
 	if cv, _ := e.store.Conversation(conv); cv.Native.LastNativeID != "msg_o5" || cv.Native.MarkedAt != got.Conversation.Native.MarkedAt {
 		t.Fatalf("mark moved by a turn outside the native session: %+v", cv.Native)
 	}
 
 	// A turn whose log the agent never writes: the terminal's next turn is
 	// imported all the same, and the wait ends.
-	e.srv.nativeTurnEnded(conv, "claude", fixtureClaudeID, "PROMPT F never logged")
+	e.srv.nativeTurnEnded(conv, "claude", fixtureClaudeID, "PROMPT F never logged", true)
 
 	// A terminal turn, then a handoff to another agent: the prompt's
 	// handoff block carries it; the mark stays where the import left it.
@@ -703,7 +703,7 @@ func TestNativeSyncLateAnswer(t *testing.T) {
 			if tt.before {
 				appendLine(t, nh.claudeFile, prompt)
 			}
-			e.srv.nativeTurnEnded(conv, "claude", fixtureClaudeID, "PROMPT late")
+			e.srv.nativeTurnEnded(conv, "claude", fixtureClaudeID, "PROMPT late", true)
 			if !tt.before {
 				appendLine(t, nh.claudeFile, prompt)
 			}
@@ -727,5 +727,74 @@ func TestNativeSyncLateAnswer(t *testing.T) {
 				t.Fatalf("after the terminal's turn: %d messages, want %d", len(got.Messages), n0+2)
 			}
 		})
+	}
+}
+
+// The awaited prompt of a turn ochat ran is matched exactly, only as the
+// next prompt, and only when the agent took the prompt: a terminal turn
+// is never skipped for it.
+func TestNativeSyncAwaitPrompt(t *testing.T) {
+	tests := []struct {
+		name     string
+		prompt   string
+		accepted bool     // the turn ended with a stop reason
+		lines    []string // user text / "A:" answer text, written after the turn ended
+		await    string   // AwaitPrompt when the turn ended
+		imported int
+	}{
+		{name: "a failed turn never logged", prompt: "fix it", lines: []string{"fix it", "A:fixed"}, imported: 2},
+		{name: "a terminal prompt holding the awaited text", prompt: "x", accepted: true, await: "x", lines: []string{"please x too", "A:done"}, imported: 2},
+		{name: "a terminal prompt before the awaited one", prompt: "again", accepted: true, await: "again", lines: []string{"TERMINAL a", "A:a", "again", "A:b"}, imported: 4},
+		{name: "ochat's prompt after a handoff block", prompt: "PROMPT H", accepted: true, await: "PROMPT H",
+			lines: []string{"<handoff>\nThe conversation went on without you.\n[user]\nx\n</handoff>\n\nPROMPT H\n", "A:h"}},
+		{name: "a handoff block holding its close tag", prompt: "PROMPT H", accepted: true, await: "PROMPT H",
+			lines: []string{"<handoff>\n[user]\nsay </handoff>\n</handoff>\nPROMPT H", "A:h"}},
+		{name: "a failed turn the agent logged", prompt: "PROMPT F", lines: []string{"PROMPT F", "A:partial", "TERMINAL after", "A:t"}, imported: 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e, nh := newSessionsEnv(t)
+			c := e.dial("a")
+			open := call[OpenSessionResult](t, c, MethodSessionsOpen, SessionRefParams{SessionID: fixtureClaudeID})
+			conv, n0 := open.ConversationID, len(open.Messages)
+			e.srv.nativeTurnEnded(conv, "claude", fixtureClaudeID, tt.prompt, tt.accepted)
+			if cv, _ := e.store.Conversation(conv); cv.Native.AwaitPrompt != tt.await {
+				t.Fatalf("awaiting %q, want %q", cv.Native.AwaitPrompt, tt.await)
+			}
+			cl := newClaudeLines(t, e.ws, nh.claudeFile)
+			for i, l := range tt.lines {
+				if a, ok := strings.CutPrefix(l, "A:"); ok {
+					appendLine(t, nh.claudeFile, cl.assistant(fmt.Sprintf("msg_aw%d", i), a))
+				} else {
+					appendLine(t, nh.claudeFile, cl.user(l))
+				}
+			}
+			got := call[GetConversationResult](t, c, MethodConversationsGet, ConversationParams{ConversationID: conv})
+			if len(got.Messages) != n0+tt.imported || got.Conversation.Native.AwaitPrompt != "" {
+				t.Fatalf("%d message(s) imported, want %d; mark %+v", len(got.Messages)-n0, tt.imported, got.Conversation.Native)
+			}
+		})
+	}
+}
+
+func TestPromptIs(t *testing.T) {
+	tests := []struct {
+		content, prompt string
+		want            bool
+	}{
+		{"hello", "hello", true},
+		{"  hello\n", "hello ", true},
+		{"hello there", "hello", false},
+		{"say hello", "hello", false},
+		{"<handoff>\n[user]\nx\n</handoff>\n\nhello", "hello", true},
+		{"<handoff>\n[user]\nx\n</handoff>\nhello world", "hello", false},
+		{"<handoff>\n[user]\n</handoff>\n</handoff>\nhello", "hello", true},
+		{"x <handoff>\n</handoff>\nhello", "hello", false},
+		{"<handoff>\nno end hello", "hello", false},
+	}
+	for _, tt := range tests {
+		if got := promptIs(tt.content, tt.prompt); got != tt.want {
+			t.Errorf("promptIs(%q, %q) = %v, want %v", tt.content, tt.prompt, got, tt.want)
+		}
 	}
 }

@@ -735,7 +735,9 @@ func (s *Server) finish(r *run, stopReason, errMsg string) {
 			term = transcript.Event{Type: transcript.EvTurnFailed, Message: errMsg}
 		}
 	}
-	s.nativeTurnEnded(r.convID, r.agent, sessionID, r.userMsg.Content) // the agent wrote this turn to a linked native session
+	// The agent wrote this turn to a linked native session; a stop reason
+	// says it took the prompt (it may log the turn after the end).
+	s.nativeTurnEnded(r.convID, r.agent, sessionID, r.userMsg.Content, stopReason != "")
 
 	s.mu.Lock()
 	r.red = transcript.NewReducer(final)
