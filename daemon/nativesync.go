@@ -261,12 +261,99 @@ func (s *Server) readLinked(ctx context.Context, ref history.NativeRef) (tr *nat
 	return tr, fileStamp{}, false, nil
 }
 
-// turnRunning reports a turn running in conversation convID.
-func (s *Server) turnRunning(convID string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t := s.topics[convID]
-	return t != nil && t.run != nil
+// nativeSyncWait is how long a prompt to a linked conversation waits for a
+// sync of it that is under way (sessionsHub.syncWait overrides it).
+const nativeSyncWait = 10 * time.Second
+
+// errTurnRunning is beginSync's answer while a turn runs in the conversation.
+var errTurnRunning = errors.New("a turn is running in the conversation; its native session is synced after it")
+
+// errSyncBusy is beginSync's answer when another sync of the conversation
+// took longer than nativeSyncWait.
+var errSyncBusy = errors.New("another sync of the conversation with its native session is under way")
+
+// beginSync claims conversation convID for a sync with its native session:
+// under s.mu, no turn may run in it (errTurnRunning) and no other sync; it
+// waits for one under way, until ctx ends or for nativeSyncWait at most
+// (errSyncBusy). While claimed, startTurn waits (waitSyncLocked), so the
+// sync does its reads and writes without s.mu and no turn runs meanwhile;
+// done ends the claim.
+func (s *Server) beginSync(ctx context.Context, convID string) (done func(), err error) {
+	h := &s.native
+	var timeout <-chan time.Time
+	for {
+		s.mu.Lock()
+		if t := s.topics[convID]; t != nil && t.run != nil {
+			s.mu.Unlock()
+			return nil, errTurnRunning
+		}
+		ch := h.syncing[convID]
+		if ch == nil {
+			if h.syncing == nil {
+				h.syncing = map[string]chan struct{}{}
+			}
+			ch = make(chan struct{})
+			h.syncing[convID] = ch
+			s.mu.Unlock()
+			return func() {
+				s.mu.Lock()
+				delete(h.syncing, convID)
+				s.mu.Unlock()
+				close(ch)
+			}, nil
+		}
+		if timeout == nil {
+			timer := time.NewTimer(s.syncWaitLocked())
+			defer timer.Stop()
+			timeout = timer.C
+		}
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-timeout:
+			return nil, errSyncBusy
+		case <-ctx.Done():
+			return nil, fmt.Errorf("wait for the running sync of conversation %s: %w", convID, ctx.Err())
+		}
+	}
+}
+
+// syncWaitLocked is how long to wait for a sync under way: nativeSyncWait
+// unless the hub's syncWait overrides it. s.mu is held.
+func (s *Server) syncWaitLocked() time.Duration {
+	if w := s.native.syncWait; w > 0 {
+		return w
+	}
+	return nativeSyncWait
+}
+
+// waitSyncLocked returns once no sync of conversation convID is under
+// way, s.mu held as on entry (it is released while waiting). It gives up
+// after nativeSyncWait: the error says a sync holds the conversation.
+func (s *Server) waitSyncLocked(convID string) error {
+	h := &s.native
+	if h.syncing[convID] == nil {
+		return nil
+	}
+	timer := time.NewTimer(s.syncWaitLocked())
+	defer timer.Stop()
+	for {
+		ch := h.syncing[convID]
+		if ch == nil {
+			return nil
+		}
+		s.mu.Unlock()
+		select {
+		case <-ch:
+			s.mu.Lock()
+		case <-timer.C:
+			s.mu.Lock()
+			if h.syncing[convID] != nil {
+				return fmt.Errorf("conversation %s is being synced with its native session: try again", convID)
+			}
+			return nil
+		}
+	}
 }
 
 // syncLinked is syncNative for the hooks (get, subscribe, send, open, the
@@ -286,7 +373,10 @@ func (s *Server) syncLinked(ctx context.Context, convID string, except *client) 
 // native session, the native messages after its mark, and moves the mark.
 // Nothing happens for an unknown or unlinked conversation, while a turn
 // runs in it, or when the session file's size and mtime are those of the
-// mark. The messages get new sortable ids after every stored one, through
+// mark. The sync holds the conversation (beginSync: no turn starts in it
+// meanwhile) and does its store and file I/O without s.mu; it waits for
+// another sync of the conversation under way, for nativeSyncWait at most
+// (then the Note says so). The messages get new sortable ids after every stored one, through
 // the store's ordinary write path, together with the mark in one
 // transaction; the native agent's cursor moves past them when it had seen
 // the whole conversation (its native session holds these turns). The
@@ -304,12 +394,17 @@ func (s *Server) syncNative(ctx context.Context, convID string, except *client) 
 	if err != nil || conv.Native == nil {
 		return NativeSync{}, nil // an unknown conversation is the caller's error to report
 	}
+	done, err := s.beginSync(ctx, convID)
+	switch {
+	case errors.Is(err, errTurnRunning), errors.Is(err, errSyncBusy):
+		return NativeSync{Note: err.Error()}, nil
+	case err != nil:
+		return NativeSync{}, err
+	}
+	defer done()
 	h := &s.native
 	h.syncMu.Lock()
 	defer h.syncMu.Unlock()
-	if s.turnRunning(convID) {
-		return NativeSync{Note: "a turn is running in the conversation; its native session is synced after it"}, nil
-	}
 	if conv, err = s.store.Conversation(convID); err != nil || conv.Native == nil {
 		return NativeSync{}, nil // deleted or unlinked meanwhile
 	}
@@ -402,14 +497,9 @@ func (s *Server) syncNative(ctx context.Context, convID string, except *client) 
 		return NativeSync{}, nil
 	}
 
-	// Under s.mu no turn can start (startTurn reserves its slot under it)
-	// and no message can be stored between the ids taken here and the
-	// write, so the imported turns sort after everything stored.
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if t := s.topics[convID]; t != nil && t.run != nil {
-		return NativeSync{Note: "a turn is running in the conversation; its native session is synced after it"}, nil
-	}
+	// While the sync holds the conversation (beginSync) no turn runs or
+	// starts in it, so no message is stored in it between the ids taken
+	// here and the write: the imported turns sort after everything stored.
 	as, aerr := s.store.AgentSession(convID, ref.Agent)
 	moveCursor := false
 	if aerr == nil && as.SessionID == ref.SessionID {
@@ -494,12 +584,16 @@ func (s *Server) syncNative(ctx context.Context, convID string, except *client) 
 		res.Note = fmt.Sprintf("native %s session %s was rewound or rolled back in the terminal to a message the conversation holds; %d new message(s) imported after it",
 			ref.Agent, ref.SessionID, len(imported))
 	}
-	if t := s.topics[convID]; t != nil && (len(imported) > 0 || grown != nil || rewind) {
+	if len(imported) > 0 || grown != nil || rewind {
 		reason := fmt.Sprintf("native session changed: %d message(s) imported from %s session %s", res.Imported, ref.Agent, ref.SessionID)
 		if len(rewound) > 0 {
 			reason += fmt.Sprintf(" after %d message(s) it no longer holds (rewound in the terminal)", len(rewound))
 		}
-		s.resyncOthersLocked(t, except, reason)
+		s.mu.Lock()
+		if t := s.topics[convID]; t != nil {
+			s.resyncOthersLocked(t, except, reason)
+		}
+		s.mu.Unlock()
 	}
 	s.log.Info("linked conversation synced", "conversation", convID, "agent", ref.Agent, "session", ref.SessionID, "imported", res.Imported, "updated", res.Updated, "rewound", res.Rewound)
 	return res, nil

@@ -798,3 +798,88 @@ func TestPromptIs(t *testing.T) {
 		}
 	}
 }
+
+// A sync of a linked conversation and a prompt to it never both proceed:
+// a prompt waits for a sync under way (and is refused when it lasts too
+// long), and a sync does not start while a turn runs.
+func TestNativeSyncHoldsTurns(t *testing.T) {
+	e, nh := newSessionsEnv(t)
+	c := e.dial("a")
+	open := call[OpenSessionResult](t, c, MethodSessionsOpen, SessionRefParams{SessionID: fixtureClaudeID})
+	conv, n0 := open.ConversationID, len(open.Messages)
+	ctx := ctxT(t)
+
+	// A prompt while a sync holds the conversation: refused once the wait
+	// runs out, nothing stored.
+	done, err := e.srv.beginSync(ctx, conv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.srv.mu.Lock()
+	e.srv.native.syncWait = time.Millisecond
+	e.srv.mu.Unlock()
+	if msg := callErr(t, c, MethodChatSend, SendParams{ConversationID: conv, Agent: "fake", Text: "PLAIN"}, CodeConflict); !strings.Contains(msg, "being synced") {
+		t.Fatalf("send during a sync: %s", msg)
+	}
+	if msgs, _ := e.store.Messages(conv); len(msgs) != n0 {
+		t.Fatalf("send during a sync stored %d message(s)", len(msgs)-n0)
+	}
+	// One that waits long enough goes on when the sync ends.
+	e.srv.mu.Lock()
+	e.srv.native.syncWait = 0
+	e.srv.mu.Unlock()
+	sent := make(chan SendResult, 1)
+	go func() {
+		var r SendResult
+		if err := c.Call(ctx, MethodChatSend, SendParams{ConversationID: conv, Agent: "fake", Text: "PLAIN"}, &r); err != nil {
+			t.Errorf("send after a sync: %v", err)
+		}
+		sent <- r
+	}()
+	done()
+	if lg := collect(t, c, (<-sent).TurnID, nil); lg.terminal().Type != transcript.EvTurnCompleted {
+		t.Fatalf("turn after a sync ended %+v", lg.terminal())
+	}
+
+	// Syncs and prompts racing: every terminal turn is imported once, and
+	// every ochat turn keeps its prompt and answer together.
+	cl := newClaudeLines(t, e.ws, nh.claudeFile)
+	const rounds = 8
+	for i := range rounds {
+		appendLine(t, nh.claudeFile, cl.user(fmt.Sprintf("TERMINAL race %d", i)))
+		appendLine(t, nh.claudeFile, cl.assistant(fmt.Sprintf("msg_race%d", i), "race answer"))
+		synced := make(chan error, 1)
+		go func() {
+			_, err := e.srv.syncNative(ctx, conv, nil)
+			synced <- err
+		}()
+		res := call[SendResult](t, c, MethodChatSend, SendParams{ConversationID: conv, Agent: "fake", Text: "PLAIN"})
+		if lg := collect(t, c, res.TurnID, nil); lg.terminal().Type != transcript.EvTurnCompleted {
+			t.Fatalf("round %d: turn ended %+v", i, lg.terminal())
+		}
+		if err := <-synced; err != nil {
+			t.Fatalf("round %d: sync: %v", i, err)
+		}
+	}
+	msgs := call[GetConversationResult](t, c, MethodConversationsGet, ConversationParams{ConversationID: conv}).Messages
+	if want := n0 + 2 + rounds*4; len(msgs) != want {
+		t.Fatalf("%d messages, want %d", len(msgs), want)
+	}
+	seen := map[string]int{}
+	for i, m := range msgs[n0:] {
+		if i > 0 && m.ID <= msgs[n0+i-1].ID {
+			t.Fatalf("ids not ascending at %d", n0+i)
+		}
+		if m.Role == transcript.RoleUser {
+			seen[m.Content]++
+			if j := n0 + i + 1; j >= len(msgs) || msgs[j].Role != transcript.RoleAssistant {
+				t.Fatalf("prompt %q is not followed by its answer", m.Content)
+			}
+		}
+	}
+	for i := range rounds {
+		if n := seen[fmt.Sprintf("TERMINAL race %d", i)]; n != 1 {
+			t.Fatalf("terminal turn %d imported %d times", i, n)
+		}
+	}
+}

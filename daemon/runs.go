@@ -172,6 +172,11 @@ func (s *Server) startTurn(c *client, req turnRequest, reply jsonrpc2.Replier) (
 	// Reserve the conversation's run slot before writing, so two sends race
 	// to one winner.
 	s.mu.Lock()
+	if err := s.waitSyncLocked(conv.ID); err != nil { // a linked conversation's sync holds it
+		s.mu.Unlock()
+		r.cancel()
+		return nil, jsonrpc2.Errorf(CodeConflict, "%v", err)
+	}
 	if s.closed {
 		s.mu.Unlock()
 		r.cancel()

@@ -193,6 +193,13 @@ type sessionsHub struct {
 	parsed atomic.Int64 // session files parsed by listings (cache misses)
 	openMu sync.Mutex   // one open at a time: one conversation per native session
 	syncMu sync.Mutex   // one linked-conversation sync or mark move at a time (nativesync.go)
+	// syncing holds the linked conversations being synced with their
+	// native session, each with a channel closed when that sync ends
+	// (guarded by Server.mu; beginSync): no turn starts in them meanwhile.
+	syncing map[string]chan struct{}
+	// syncWait bounds how long a prompt or another sync waits for such a
+	// sync (0: nativeSyncWait; guarded by Server.mu).
+	syncWait time.Duration
 	// linkedPending holds the native files whose change will sync the
 	// subscribed conversations linked to them (guarded by mu).
 	linkedPending map[string]bool
