@@ -373,10 +373,11 @@ func (s *Server) syncLinked(ctx context.Context, convID string, except *client) 
 // native session, the native messages after its mark, and moves the mark.
 // Nothing happens for an unknown or unlinked conversation, while a turn
 // runs in it, or when the session file's size and mtime are those of the
-// mark. The sync holds the conversation (beginSync: no turn starts in it
-// meanwhile) and does its store and file I/O without s.mu; it waits for
-// another sync of the conversation under way, for nativeSyncWait at most
-// (then the Note says so). The messages get new sortable ids after every stored one, through
+// mark. The sync holds only the conversation (beginSync: no turn starts
+// in it meanwhile) and does its store and file I/O without s.mu or any
+// lock of other conversations; it waits for another sync of the
+// conversation under way, for nativeSyncWait at most (then the Note says
+// so). The messages get new sortable ids after every stored one, through
 // the store's ordinary write path, together with the mark in one
 // transaction; the native agent's cursor moves past them when it had seen
 // the whole conversation (its native session holds these turns). The
@@ -402,9 +403,6 @@ func (s *Server) syncNative(ctx context.Context, convID string, except *client) 
 		return NativeSync{}, err
 	}
 	defer done()
-	h := &s.native
-	h.syncMu.Lock()
-	defer h.syncMu.Unlock()
 	if conv, err = s.store.Conversation(convID); err != nil || conv.Native == nil {
 		return NativeSync{}, nil // deleted or unlinked meanwhile
 	}
@@ -642,19 +640,15 @@ func sameMessage(a, b transcript.Message) bool {
 // skipped for it. A turn of another agent (a handoff, or a session/new
 // after a failed load) leaves the native file and the mark alone. finish
 // calls it after storing the answer, while the turn still holds the
-// conversation, so no sync runs between the two.
+// conversation: no sync of it runs then (beginSync refuses while a turn
+// runs, and startTurn waited for any sync under way), so it needs no lock
+// of its own and holds up no other conversation.
 func (s *Server) nativeTurnEnded(convID, agent, sessionID, prompt string, accepted bool) {
 	if sessionID == "" {
 		return
 	}
 	conv, err := s.store.Conversation(convID)
 	if err != nil || conv.Native == nil || conv.Native.Agent != agent || conv.Native.SessionID != sessionID {
-		return
-	}
-	h := &s.native
-	h.syncMu.Lock()
-	defer h.syncMu.Unlock()
-	if conv, err = s.store.Conversation(convID); err != nil || conv.Native == nil {
 		return
 	}
 	ref := *conv.Native

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -881,5 +883,58 @@ func TestNativeSyncHoldsTurns(t *testing.T) {
 		if n := seen[fmt.Sprintf("TERMINAL race %d", i)]; n != 1 {
 			t.Fatalf("terminal turn %d imported %d times", i, n)
 		}
+	}
+}
+
+// A sync waits for nothing but its own conversation: while one linked
+// conversation's native read is stuck (its session file is a FIFO no one
+// writes), another linked conversation syncs.
+func TestNativeSyncPerConversation(t *testing.T) {
+	e, nh := newSessionsEnv(t)
+	c := e.dial("a")
+	open := call[OpenSessionResult](t, c, MethodSessionsOpen, SessionRefParams{SessionID: fixtureClaudeID})
+	ctx := ctxT(t)
+
+	fifo := filepath.Join(t.TempDir(), "stuck.jsonl")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	now := time.Now().UnixMilli()
+	stuck := history.Conversation{ID: e.srv.newID(), Title: "stuck", Agents: []string{}, CreatedAt: now, UpdatedAt: now}
+	if err := e.store.CreateConversation(stuck); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.SetNative(stuck.ID, &history.NativeRef{Agent: "claude", SessionID: "stuck", Path: fifo, MarkedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	stuckDone := make(chan struct{})
+	go func() {
+		defer close(stuckDone)
+		e.srv.syncNative(ctx, stuck.ID, nil) // fails once the FIFO ends: it holds no session
+	}()
+	w, err := os.OpenFile(fifo, os.O_WRONLY, 0) // returns once the stuck sync opened it to read
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { w.Close(); <-stuckDone }()
+
+	cl := newClaudeLines(t, e.ws, nh.claudeFile)
+	appendLine(t, nh.claudeFile, cl.user("TERMINAL beside a stuck sync"))
+	appendLine(t, nh.claudeFile, cl.assistant("msg_pc1", "answer"))
+	synced := make(chan NativeSync, 1)
+	go func() {
+		res, err := e.srv.syncNative(ctx, open.ConversationID, nil)
+		if err != nil {
+			t.Errorf("sync: %v", err)
+		}
+		synced <- res
+	}()
+	select {
+	case res := <-synced:
+		if res.Imported != 2 {
+			t.Fatalf("sync beside a stuck one: %+v, want 2 imported", res)
+		}
+	case <-ctx.Done():
+		t.Fatal("the sync of one conversation waited for another's")
 	}
 }

@@ -192,7 +192,6 @@ type sessionsHub struct {
 	cache  *nativeCache // created on first listing
 	parsed atomic.Int64 // session files parsed by listings (cache misses)
 	openMu sync.Mutex   // one open at a time: one conversation per native session
-	syncMu sync.Mutex   // one linked-conversation sync or mark move at a time (nativesync.go)
 	// syncing holds the linked conversations being synced with their
 	// native session, each with a channel closed when that sync ends
 	// (guarded by Server.mu; beginSync): no turn starts in them meanwhile.
