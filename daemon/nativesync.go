@@ -237,12 +237,16 @@ func nativeSource(ref history.NativeRef) string {
 	return ref.SessionID
 }
 
-// readLinked reads the native session of ref by its path; a file that is
-// gone (Codex compresses a finished rollout to .jsonl.zst, archives it) is
-// looked up again by session id. The transcript's Path is where it was
-// found; st is that file's stamp taken before the read (zero when the file
-// was found by id: the next sync reads again).
-func (s *Server) readLinked(ctx context.Context, ref history.NativeRef) (tr *native.Transcript, st fileStamp, stamped bool, err error) {
+// readLinked reads the native session of ref, linked to conversation
+// convID, by its path; a file that is gone (Codex compresses a finished
+// rollout to .jsonl.zst, archives it) is looked up again by session id. The
+// transcript's Path is where it was found; st is that file's stamp taken
+// before the read (zero when the file was found by id: the next sync reads
+// again). A session that is not found by id either is remembered as gone
+// (sessionsHub.gone): later reads return the same error without searching
+// the native store again, until the watcher reports a change in that
+// agent's store or the session is opened again (forgetGone).
+func (s *Server) readLinked(ctx context.Context, convID string, ref history.NativeRef) (tr *native.Transcript, st fileStamp, stamped bool, err error) {
 	st, stamped = nativeStamp(ref.Path)
 	tr, err = native.Read(ctx, s.nativeEnv(), nativeSource(ref))
 	if err == nil || ref.Path == "" || !errors.Is(err, os.ErrNotExist) {
@@ -251,14 +255,62 @@ func (s *Server) readLinked(ctx context.Context, ref history.NativeRef) (tr *nat
 		}
 		return tr, st, stamped, err
 	}
-	tr, err = native.Read(ctx, s.nativeEnv(), ref.SessionID)
-	if err != nil {
-		return nil, fileStamp{}, false, fmt.Errorf("read native session %s (gone from %s): %w", ref.SessionID, ref.Path, err)
+	if err := s.goneErr(convID, ref); err != nil {
+		return nil, fileStamp{}, false, err
 	}
-	if tr.Agent != ref.Agent {
-		return nil, fileStamp{}, false, fmt.Errorf("read native session %s: gone from %s; the %s session of that id is another", ref.SessionID, ref.Path, tr.Agent)
+	tr, err = native.Read(ctx, s.nativeEnv(), ref.SessionID)
+	if err == nil && tr.Agent != ref.Agent {
+		err = fmt.Errorf("read native session %s: gone from %s; the %s session of that id is another", ref.SessionID, ref.Path, tr.Agent)
+	} else if err != nil {
+		err = fmt.Errorf("read native session %s (gone from %s): %w", ref.SessionID, ref.Path, err)
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			s.setGone(convID, ref, err)
+		}
+		return nil, fileStamp{}, false, err
 	}
 	return tr, fileStamp{}, false, nil
+}
+
+// goneSession is a linked conversation's native session that was not found:
+// its agent and path as the mark has them, and the error the search gave.
+type goneSession struct {
+	agent, path string
+	err         error
+}
+
+// goneErr is the error remembered for conversation convID's native session
+// at ref's path, or nil.
+func (s *Server) goneErr(convID string, ref history.NativeRef) error {
+	h := &s.native
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if g, ok := h.gone[convID]; ok && g.agent == ref.Agent && g.path == ref.Path {
+		return g.err
+	}
+	return nil
+}
+
+// setGone remembers that conversation convID's native session at ref's
+// path was not found (err).
+func (s *Server) setGone(convID string, ref history.NativeRef, err error) {
+	h := &s.native
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.gone == nil {
+		h.gone = map[string]goneSession{}
+	}
+	h.gone[convID] = goneSession{agent: ref.Agent, path: ref.Path, err: err}
+}
+
+// forgetGone makes the next sync of conversation convID search for its
+// native session again (sessions/open of it).
+func (s *Server) forgetGone(convID string) {
+	h := &s.native
+	h.mu.Lock()
+	delete(h.gone, convID)
+	h.mu.Unlock()
 }
 
 // nativeSyncWait is how long a prompt to a linked conversation waits for a
@@ -410,7 +462,7 @@ func (s *Server) syncNative(ctx context.Context, convID string, except *client) 
 	if st, ok := nativeStamp(ref.Path); ok && ref.MarkedAt != 0 && st.size == ref.Size && st.modNs == ref.ModTimeNs {
 		return NativeSync{}, nil
 	}
-	tr, st, _, err := s.readLinked(ctx, ref)
+	tr, st, _, err := s.readLinked(ctx, convID, ref)
 	if err != nil {
 		return NativeSync{}, err
 	}
@@ -652,7 +704,7 @@ func (s *Server) nativeTurnEnded(convID, agent, sessionID, prompt string, accept
 		return
 	}
 	ref := *conv.Native
-	tr, st, _, err := s.readLinked(s.baseCtx, ref)
+	tr, st, _, err := s.readLinked(s.baseCtx, convID, ref)
 	if err != nil {
 		s.log.Warn("native mark not moved past an ochat turn", "conversation", convID, "session", sessionID, "err", err)
 		return
@@ -771,13 +823,20 @@ func turnEnd(msgs []transcript.Message, i int) (j int, answered bool) {
 	return j, answered
 }
 
-// nativeFileChanged is called for every change the native watcher reports:
-// linkedSyncDebounce later, every conversation that has subscribers and is
-// linked to path is synced, so an editor showing it sees the terminal's
-// turns as they are written (its subscribers get ochat/resync).
-func (s *Server) nativeFileChanged(path string) {
+// nativeFileChanged is called for every change the native watcher reports
+// in agent's store ("" = any): the native sessions of that agent found gone
+// are searched for again on their next sync, and linkedSyncDebounce later,
+// every conversation that has subscribers and is linked to path is synced,
+// so an editor showing it sees the terminal's turns as they are written
+// (its subscribers get ochat/resync).
+func (s *Server) nativeFileChanged(agent, path string) {
 	h := &s.native
 	h.mu.Lock()
+	for id, g := range h.gone {
+		if agent == "" || g.agent == agent {
+			delete(h.gone, id)
+		}
+	}
 	if h.linkedPending == nil {
 		h.linkedPending = map[string]bool{}
 	}

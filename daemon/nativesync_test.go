@@ -938,3 +938,63 @@ func TestNativeSyncPerConversation(t *testing.T) {
 		t.Fatal("the sync of one conversation waited for another's")
 	}
 }
+
+// A linked Claude session whose file is gone is searched for in the store
+// once: later syncs give the same note without searching again, until the
+// watcher reports a change in Claude's store or the session is opened
+// again; then it is found where it moved and its new turns are imported.
+func TestNativeSyncGone(t *testing.T) {
+	for _, via := range []string{"watcher", "open"} {
+		t.Run(via, func(t *testing.T) {
+			e, nh := newSessionsEnv(t)
+			c := e.dial("a")
+			open := call[OpenSessionResult](t, c, MethodSessionsOpen, SessionRefParams{SessionID: fixtureClaudeID})
+			conv, n0 := open.ConversationID, len(open.Messages)
+			cl := newClaudeLines(t, e.ws, nh.claudeFile)
+			appendLine(t, nh.claudeFile, cl.user("TERMINAL before the move"))
+			appendLine(t, nh.claudeFile, cl.assistant("msg_g1", "moved answer"))
+			away := filepath.Join(t.TempDir(), filepath.Base(nh.claudeFile))
+			if err := os.Rename(nh.claudeFile, away); err != nil {
+				t.Fatal(err)
+			}
+			get := func() GetConversationResult {
+				return call[GetConversationResult](t, c, MethodConversationsGet, ConversationParams{ConversationID: conv})
+			}
+			got := get()
+			if got.Sync == nil || !strings.Contains(got.Sync.Note, "gone from") || len(got.Messages) != n0 {
+				t.Fatalf("sync of a gone session: %+v, %d messages (want %d)", got.Sync, len(got.Messages), n0)
+			}
+			note := got.Sync.Note
+			// Back in the store under another project: not searched for
+			// until something says the store changed.
+			moved := filepath.Join(filepath.Dir(filepath.Dir(nh.claudeFile)), "-tmp-elsewhere", filepath.Base(nh.claudeFile))
+			if err := os.MkdirAll(filepath.Dir(moved), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(away, moved); err != nil {
+				t.Fatal(err)
+			}
+			if got = get(); got.Sync == nil || got.Sync.Note != note || len(got.Messages) != n0 {
+				t.Fatalf("second sync of a gone session: %+v, %d messages (want the same note, %d)", got.Sync, len(got.Messages), n0)
+			}
+			switch via {
+			case "watcher":
+				e.srv.nativeFileChanged("codex", "/elsewhere/rollout.jsonl") // another store: still gone
+				if got = get(); got.Sync == nil || got.Sync.Note != note {
+					t.Fatalf("sync after another store's change: %+v", got.Sync)
+				}
+				e.srv.nativeFileChanged("claude", moved)
+				got = get()
+			case "open":
+				res := call[OpenSessionResult](t, c, MethodSessionsOpen, SessionRefParams{SessionID: fixtureClaudeID})
+				if res.Sync == nil || res.Sync.Imported != 2 {
+					t.Fatalf("open again: sync %+v", res.Sync)
+				}
+				got = get()
+			}
+			if len(got.Messages) != n0+2 || lastMessage(got.Messages).Agent != "claude" || got.Conversation.Native.Path != moved {
+				t.Fatalf("after the store changed: %d messages (want %d), native %+v", len(got.Messages), n0+2, got.Conversation.Native)
+			}
+		})
+	}
+}

@@ -196,6 +196,9 @@ type sessionsHub struct {
 	// native session, each with a channel closed when that sync ends
 	// (guarded by Server.mu; beginSync): no turn starts in them meanwhile.
 	syncing map[string]chan struct{}
+	// gone holds the linked conversations whose native session file is
+	// gone and was not found by id either (guarded by mu; readLinked).
+	gone map[string]goneSession
 	// syncWait bounds how long a prompt or another sync waits for such a
 	// sync (0: nativeSyncWait; guarded by Server.mu).
 	syncWait time.Duration
@@ -288,13 +291,13 @@ func (s *Server) watchLoop(w *native.Watcher) {
 		switch ev.Kind {
 		case native.WatchUpdate:
 			h.deliver(s, ev)
-			s.nativeFileChanged(ev.Path)
+			s.nativeFileChanged(ev.Agent, ev.Path)
 		case native.WatchRemoved:
 			h.removed(ev.Path)
 			h.noteChange(s, ev)
 		case native.WatchChanged:
 			h.noteChange(s, ev)
-			s.nativeFileChanged(ev.Path)
+			s.nativeFileChanged(ev.Agent, ev.Path)
 		case native.WatchProblem:
 			h.noteChange(s, ev)
 		}
@@ -802,6 +805,7 @@ func (s *Server) openSession(ctx context.Context, p SessionRefParams) (any, erro
 		return nil, err
 	}
 	if ok {
+		s.forgetGone(cv.ID) // opened again: a session found gone is searched for
 		sync := s.syncLinked(ctx, cv.ID, nil)
 		conv, msgs, err := s.snapshot(cv.ID)
 		if err != nil {
