@@ -222,7 +222,7 @@ func (w *Writer) SetNative(id string, ref *NativeRef) error {
 }
 
 // DeleteConversation removes conversation id with its messages, agent
-// sessions and streaming index entries, and every attachment blob no other
+// sessions, queued messages and streaming index entries, and every attachment blob no other
 // message references. Unknown id: an error wrapping ErrNotFound.
 func (s *Store) DeleteConversation(id string) error {
 	return s.Update(func(w *Writer) error { return w.DeleteConversation(id) })
@@ -246,6 +246,9 @@ func deleteConversation(w *Writer, id string) error {
 			if err != nil {
 				return err
 			}
+		}
+		if err := deleteQueue(w, id); err != nil {
+			return err
 		}
 		for _, parent := range [][]byte{bucketMessages, bucketAgentSessions} {
 			p := tx.Bucket(parent)

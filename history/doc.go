@@ -1,7 +1,8 @@
 // Package history owns ochat's own store of conversations: one bbolt
 // database file per workspace holding conversations, their messages, the
 // per-(conversation, agent) ACP session state (session id, cursor, accepted
-// config option values), content-addressed attachment blobs and a cache for
+// config option values), the queue of messages waiting for a running turn
+// to end, content-addressed attachment blobs and a cache for
 // the native-session index. Native CLI session stores are read by the
 // sub-package history/native, never by this package.
 //
@@ -53,6 +54,11 @@
 //	                last reference
 //	nativeIndex     caller-chosen key → caller-chosen value (the native
 //	                session index cache of history/native; opaque here)
+//	queue           conversation id → JSON []QueuedMessage: the messages
+//	                sent while a turn ran, in the order they will be sent;
+//	                absent when none. A queued message's attachment holds
+//	                its blob with a blobRefs entry whose message id is
+//	                "queue:" + the queued message's id
 //
 // A conversation with no messages may have no nested bucket in messages or
 // agentSessions. Conversation and message ids must be non-empty and must not

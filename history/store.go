@@ -46,13 +46,14 @@ var (
 	bucketBlobs         = []byte("blobs")
 	bucketBlobRefs      = []byte("blobRefs")
 	bucketNativeIndex   = []byte("nativeIndex")
+	bucketQueue         = []byte("queue")
 
 	keySchema = []byte("schema")
 )
 
 var topBuckets = [][]byte{
 	bucketMeta, bucketConversations, bucketMessages, bucketAgentSessions,
-	bucketStreaming, bucketBlobs, bucketBlobRefs, bucketNativeIndex,
+	bucketStreaming, bucketBlobs, bucketBlobRefs, bucketNativeIndex, bucketQueue,
 }
 
 // Store is an open history database. Its methods are safe for concurrent use;
@@ -250,7 +251,7 @@ func checkSchema(tx *bolt.Tx) []error {
 		if b := msgs.Bucket(convID); b != nil {
 			v = b.Get(msgID)
 		}
-		if !slices.Contains(attachmentHashes(v), hash) {
+		if !slices.Contains(attachmentHashes(v), hash) && !queueRefValid(tx, hash, convID, msgID) {
 			bad("blob reference %s from %s/%s: the message does not refer to it", hash, convID, msgID)
 		}
 		return nil
@@ -273,6 +274,7 @@ func checkSchema(tx *bolt.Tx) []error {
 		})
 		return nil
 	})
+	checkQueues(tx, bad)
 	tx.Bucket(bucketBlobs).ForEach(func(k, v []byte) error {
 		sum := sha256.Sum256(v)
 		if hex.EncodeToString(sum[:]) != string(k) {
