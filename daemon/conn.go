@@ -407,6 +407,18 @@ func (c *client) dispatch(ctx context.Context, method string, params json.RawMes
 		return s.setConfig(c, p, reply)
 	case MethodFileChangeApply, MethodFileChangeRevert:
 		return s.fileChange(c, params, method == MethodFileChangeRevert, reply)
+	case MethodQueueUpdate, MethodQueueRemove, MethodQueueSendNow:
+		var p QueueItemParams
+		if err := decodeParams(params, &p); err != nil {
+			return nil, err
+		}
+		switch method {
+		case MethodQueueUpdate:
+			return s.queueUpdate(p)
+		case MethodQueueRemove:
+			return s.queueRemove(p)
+		}
+		return s.queueSendNow(p)
 	}
 	return nil, jsonrpc2.Errorf(jsonrpc2.MethodNotFound, "unknown method %q", method)
 }

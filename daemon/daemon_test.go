@@ -322,7 +322,7 @@ func TestCancel(t *testing.T) {
 	e := newEnv(t, nil)
 	c := e.dial("a")
 	res := call[SendResult](t, c, MethodChatSend, SendParams{Text: "SLOW"})
-	callErr(t, c, MethodChatSend, SendParams{ConversationID: res.ConversationID, Text: "PLAIN"}, CodeConflict)
+	callErr(t, c, MethodChatRetry, RetryParams{ConversationID: res.ConversationID, MessageID: res.UserMessageID}, CodeConflict)
 	callErr(t, c, MethodConversationsDelete, ConversationParams{ConversationID: res.ConversationID}, CodeConflict)
 	cancelled := false
 	log := collect(t, c, res.TurnID, func(n Notification) {

@@ -199,8 +199,9 @@ func (s *Server) getConversation(id string) (any, error) {
 		live := t.run.messageCopyLocked()
 		msgs = replaceMessage(msgs, live)
 	}
+	queue := s.queueLocked(id)
 	s.mu.Unlock()
-	res := GetConversationResult{Conversation: conv, Messages: msgs}
+	res := GetConversationResult{Conversation: conv, Messages: msgs, Queue: queue}
 	if sync != (NativeSync{}) {
 		res.Sync = &sync
 	}
@@ -226,6 +227,8 @@ func (s *Server) renameConversation(p RenameParams) (any, error) {
 }
 
 func (s *Server) deleteConversation(id string) (any, error) {
+	s.qmu.Lock() // a queued message must not start as the conversation goes
+	defer s.qmu.Unlock()
 	s.mu.Lock()
 	if t := s.topics[id]; t != nil && t.run != nil {
 		s.mu.Unlock()
@@ -245,6 +248,9 @@ func (s *Server) deleteConversation(id string) (any, error) {
 	if err := s.store.DeleteConversation(id); err != nil {
 		return nil, storeErr("delete conversation", id, err)
 	}
+	s.mu.Lock()
+	s.forgetQueueLocked(id) // stored with the conversation, dropped with it
+	s.mu.Unlock()
 	return struct{}{}, nil
 }
 
@@ -303,6 +309,7 @@ func (s *Server) subscribe(c *client, id string, reply jsonrpc2.Replier) (any, e
 		}
 	}
 	slices.SortFunc(res.AgentStates, func(a, b AgentStateParams) int { return strings.Compare(a.Agent, b.Agent) })
+	res.Queue = s.queueLocked(id)
 	t.subs[c] = struct{}{}
 	c.subs[id] = struct{}{}
 	c.queueReply(reply, res, nil)

@@ -26,6 +26,9 @@ type run struct {
 	userMsg transcript.Message
 	started time.Time
 	fresh   bool // edit/retry: close the conversation's agent sessions first
+	// startErr fails the turn at once: a queued message whose agent can no
+	// longer be found (queue.go) is stored with the reason, not lost.
+	startErr string
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -92,6 +95,12 @@ type turnRequest struct {
 	// are dropped, and every agent session of the conversation is reset, in
 	// the transaction that stores the new user message.
 	truncateFrom string
+	// queueable (ochat/chat/send) queues the message when a turn runs
+	// instead of refusing it (queue.go); queued is the queued message being
+	// sent, which leaves the queue (queueRest remains) with its user message.
+	queueable bool
+	queued    *history.QueuedMessage
+	queueRest []history.QueuedMessage
 }
 
 // send handles ochat/chat/send: it reads the attachments (refusing any
@@ -107,7 +116,7 @@ func (s *Server) send(c *client, p SendParams, reply jsonrpc2.Replier) (any, err
 	if err != nil {
 		return nil, err
 	}
-	return s.startTurn(c, turnRequest{convID: p.ConversationID, agent: p.Agent, text: p.Text, attachments: in.attachments, blobs: in}, reply)
+	return s.startTurn(c, turnRequest{convID: p.ConversationID, agent: p.Agent, text: p.Text, attachments: in.attachments, blobs: in, queueable: true}, reply)
 }
 
 // startTurn reserves the conversation's run slot, stores (in one
@@ -120,7 +129,10 @@ func (s *Server) startTurn(c *client, req turnRequest, reply jsonrpc2.Replier) (
 	}
 	reg, err := s.registry()
 	if err != nil {
-		return nil, jsonrpc2.Errorf(CodeAgentUnavailable, "%v", err)
+		if req.queued == nil {
+			return nil, jsonrpc2.Errorf(CodeAgentUnavailable, "%v", err)
+		}
+		reg = failedRegistry{err}
 	}
 	var conv history.Conversation
 	if req.convID != "" {
@@ -141,8 +153,12 @@ func (s *Server) startTurn(c *client, req turnRequest, reply jsonrpc2.Replier) (
 		return nil, jsonrpc2.Errorf(CodeAgentUnavailable, "no agent is available: install one (see `ochatd agents`) or configure agent_servers in settings.json")
 	}
 	spec, err := reg.Lookup(agentName)
+	startErr := ""
 	if err != nil {
-		return nil, jsonrpc2.Errorf(CodeAgentUnavailable, "%v", err)
+		if req.queued == nil {
+			return nil, jsonrpc2.Errorf(CodeAgentUnavailable, "%v", err)
+		}
+		spec, startErr = agents.Spec{Name: agentName}, err.Error()
 	}
 	now := nowMs()
 	if conv.ID == "" {
@@ -157,6 +173,7 @@ func (s *Server) startTurn(c *client, req turnRequest, reply jsonrpc2.Replier) (
 		s: s, turnID: turnID, convID: conv.ID, agent: spec.Name, started: time.Now(),
 		userMsg:  transcript.Message{ID: userID, Timestamp: now, Role: transcript.RoleUser, Content: req.text, Attachments: req.attachments},
 		fresh:    req.truncateFrom != "",
+		startErr: startErr,
 		events:   make([]transcript.Event, 0, 64),
 		kick:     make(chan struct{}, 1),
 		urgent:   make(chan struct{}, 1),
@@ -183,9 +200,15 @@ func (s *Server) startTurn(c *client, req turnRequest, reply jsonrpc2.Replier) (
 		return nil, jsonrpc2.Errorf(jsonrpc2.InternalError, "daemon is stopping")
 	}
 	t := s.topicLocked(conv.ID)
-	if t.run != nil {
+	if t.run != nil || (req.queueable && len(s.queues[conv.ID]) > 0) {
 		s.mu.Unlock()
 		r.cancel()
+		switch {
+		case req.queueable: // behind the running turn, or older queued messages
+			return s.enqueue(c, conv.ID, r.agent, req, reply)
+		case req.queued != nil:
+			return nil, errQueueBusy
+		}
 		return nil, jsonrpc2.Errorf(CodeConflict, "a turn is already running in conversation %s: wait for it or cancel it (run `ochatd cancel %s`)", conv.ID, conv.ID)
 	}
 	t.run = r
@@ -221,6 +244,9 @@ func (s *Server) startTurn(c *client, req turnRequest, reply jsonrpc2.Replier) (
 		if err := w.PutMessage(conv.ID, r.red.Message(), now); err != nil {
 			return fmt.Errorf("store assistant placeholder: %w", err)
 		}
+		if req.queued != nil {
+			return w.PutQueue(conv.ID, req.queueRest)
+		}
 		return nil
 	})
 	if err != nil {
@@ -236,9 +262,15 @@ func (s *Server) startTurn(c *client, req turnRequest, reply jsonrpc2.Replier) (
 	if req.truncateFrom != "" {
 		s.resyncOthersLocked(t, c, fmt.Sprintf("conversation edited: message %s and every later one were replaced", req.truncateFrom))
 	}
-	t.subs[c] = struct{}{}
-	c.subs[conv.ID] = struct{}{}
-	c.queueReply(reply, SendResult{ConversationID: conv.ID, UserMessageID: userID, AssistantMessageID: turnID, TurnID: turnID}, nil)
+	res := SendResult{ConversationID: conv.ID, UserMessageID: userID, AssistantMessageID: turnID, TurnID: turnID}
+	if c != nil {
+		t.subs[c] = struct{}{}
+		c.subs[conv.ID] = struct{}{}
+		c.queueReply(reply, res, nil)
+	}
+	if req.queued != nil {
+		s.queueSentLocked(t, req.queued, req.queueRest, res)
+	}
 	s.turns.Add(1)
 	s.mu.Unlock()
 
@@ -289,6 +321,10 @@ func (s *Server) runTurn(r *run, spec agents.Spec) {
 		}
 	}()
 
+	if r.startErr != "" {
+		s.finish(r, "", r.startErr)
+		return
+	}
 	if r.fresh {
 		s.closeSessions(r.ctx, r.convID)
 	}
@@ -764,6 +800,7 @@ func (s *Server) finish(r *run, stopReason, errMsg string) {
 	if errMsg != "" {
 		s.log.Info("turn failed", "conversation", r.convID, "turn", r.turnID, "agent", r.agent, "err", errMsg)
 	}
+	s.turnEnded(r.convID) // the next queued message (queue.go)
 }
 
 // FileRejected is the status of a fileChange segment whose write did not

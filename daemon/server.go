@@ -146,6 +146,12 @@ type Server struct {
 	closed   bool
 
 	native sessionsHub // terminal-started sessions (sessions.go)
+
+	// The message queue (queue.go): queues is guarded by mu; qmu serialises
+	// a queue change with its store write and is taken before mu.
+	qmu        sync.Mutex
+	queues     map[string][]history.QueuedMessage
+	queuesOnce sync.Once
 }
 
 // New returns a Server; it does not touch the store until a client asks.
@@ -202,6 +208,7 @@ func New(opts Options) *Server {
 		topics:    make(map[string]*topic),
 		perms:     make(map[string]*pendingPerm),
 		slots:     make(map[slotKey]*agentSlot),
+		queues:    make(map[string][]history.QueuedMessage),
 	}
 	if opts.AgentIdleTimeout > 0 {
 		go s.reapAgents()
@@ -233,6 +240,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.idleStop = cancel
 	s.armIdleLocked()
 	s.mu.Unlock()
+	s.queuesOnce.Do(func() { // before the first client; a stored queue resumes
+		s.loadQueues()
+		s.resumeQueues()
+	})
 	go func() {
 		<-ctx.Done()
 		ln.Close()
@@ -262,6 +273,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // ServeConn serves one client on rwc until it disconnects, sends exit, or ctx
 // ends. Its subscriptions end with it; its turns keep running.
 func (s *Server) ServeConn(ctx context.Context, rwc io.ReadWriteCloser) {
+	s.queuesOnce.Do(s.loadQueues)
 	c := newClient(s, rwc)
 	s.mu.Lock()
 	if s.closed {

@@ -134,7 +134,9 @@ func (p *RenameParams) validate() error {
 type GetConversationResult struct {
 	Conversation history.Conversation `json:"conversation"`
 	Messages     []transcript.Message `json:"messages"`
-	Sync         *NativeSync          `json:"sync,omitempty"`
+	// Queue is the conversation's queued messages, oldest first.
+	Queue []history.QueuedMessage `json:"queue"`
+	Sync  *NativeSync             `json:"sync,omitempty"`
 }
 
 // HistoryResult answers ochat/history with the flat record form.
@@ -173,12 +175,16 @@ func (p *SendParams) validate() error {
 }
 
 // SendResult answers ochat/chat/send at once; TurnID equals
-// AssistantMessageID.
+// AssistantMessageID. A message sent while a turn runs is queued instead
+// (Queued, QueueID; the message ids are then empty until ochat/queue says
+// which turn it became).
 type SendResult struct {
 	ConversationID     string `json:"conversationId"`
-	UserMessageID      string `json:"userMessageId"`
-	AssistantMessageID string `json:"assistantMessageId"`
-	TurnID             string `json:"turnId"`
+	UserMessageID      string `json:"userMessageId,omitempty"`
+	AssistantMessageID string `json:"assistantMessageId,omitempty"`
+	TurnID             string `json:"turnId,omitempty"`
+	Queued             bool   `json:"queued,omitempty"`
+	QueueID            string `json:"queueId,omitempty"`
 }
 
 // CancelResult answers ochat/chat/cancel.
@@ -211,6 +217,9 @@ type SubscribeResult struct {
 	// this conversation (what ochat/agentState reported so far, merged),
 	// sorted by agent name.
 	AgentStates []AgentStateParams `json:"agentStates"`
+	// Queue is the conversation's queued messages, oldest first; later
+	// changes come as ochat/queue.
+	Queue []history.QueuedMessage `json:"queue"`
 }
 
 // EventParams are an ochat/event notification's params.

@@ -1,0 +1,318 @@
+package daemon
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.lsp.dev/jsonrpc2"
+
+	"github.com/ochat-dev/ochat/history"
+	"github.com/ochat-dev/ochat/transcript"
+)
+
+// queueTexts are the texts of a queue, in order.
+func queueTexts(q []history.QueuedMessage) []string {
+	out := []string{}
+	for _, m := range q {
+		out = append(out, m.Text)
+	}
+	return out
+}
+
+// nextQueue reads notifications until an ochat/queue one (others are
+// dropped) and returns its params.
+func nextQueue(t testing.TB, c *Client) QueueParams {
+	t.Helper()
+	ctx := ctxT(t)
+	for {
+		n, err := c.Next(ctx)
+		if err != nil {
+			t.Fatalf("waiting for ochat/queue: %v", err)
+		}
+		if n.Method != NotifyQueue {
+			continue
+		}
+		var p QueueParams
+		if err := json.Unmarshal(n.Params, &p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+}
+
+// nextSent reads notifications until the daemon sends a queued message and
+// returns which turn it became.
+func nextSent(t testing.TB, c *Client) (QueueSent, []history.QueuedMessage) {
+	t.Helper()
+	for {
+		if p := nextQueue(t, c); p.Sent != nil {
+			return *p.Sent, p.Items
+		}
+	}
+}
+
+// enqueueT sends text while a turn runs and expects it queued.
+func enqueueT(t testing.TB, c *Client, conv, agent, text string) string {
+	t.Helper()
+	r := call[SendResult](t, c, MethodChatSend, SendParams{ConversationID: conv, Agent: agent, Text: text})
+	if !r.Queued || r.QueueID == "" || r.TurnID != "" || r.ConversationID != conv {
+		t.Fatalf("send %q while a turn runs: %+v, want queued", text, r)
+	}
+	return r.QueueID
+}
+
+// userTexts are the conversation's user prompts and the answers' final
+// text or error, in stored order.
+func transcriptOf(t testing.TB, c *Client, conv string) []string {
+	t.Helper()
+	got := call[GetConversationResult](t, c, MethodConversationsGet, ConversationParams{ConversationID: conv})
+	var out []string
+	for _, m := range got.Messages {
+		switch m.Role {
+		case transcript.RoleUser:
+			out = append(out, "user: "+m.Content)
+		case transcript.RoleAssistant:
+			text := ""
+			for _, sg := range m.Segments {
+				if sg.Type == transcript.SegContent {
+					text += sg.Content
+				}
+			}
+			if m.Error != "" {
+				text = "error"
+			}
+			out = append(out, string(m.Status)+": "+strings.TrimPrefix(text, "echo: "))
+		}
+	}
+	return out
+}
+
+// TestQueueInOrder: two messages sent during a slow turn are queued, every
+// subscriber sees the queue change, and they are sent in order, each as its
+// own turn, when the turn before ends.
+func TestQueueInOrder(t *testing.T) {
+	e := newEnv(t, nil)
+	a, b := e.dial("a"), e.dial("b")
+	first := call[SendResult](t, a, MethodChatSend, SendParams{Agent: "fake", Text: "STREAM 100 10000"}) // ~1 s
+	conv := first.ConversationID
+	sub := call[SubscribeResult](t, b, MethodSubscribe, ConversationParams{ConversationID: conv})
+	if sub.Queue == nil || len(sub.Queue) != 0 {
+		t.Fatalf("subscribe queue = %#v, want []", sub.Queue)
+	}
+	id1 := enqueueT(t, a, conv, "", "one")
+	id2 := enqueueT(t, a, conv, "", "two")
+	if id1 == id2 {
+		t.Fatal("two queued messages share an id")
+	}
+	// The second client sees both changes, with the whole list each time.
+	if p := nextQueue(t, b); !slices.Equal(queueTexts(p.Items), []string{"one"}) || p.Items[0].ID != id1 || p.Items[0].Agent != "fake" || p.Items[0].CreatedAt == 0 {
+		t.Fatalf("first ochat/queue %+v", p)
+	}
+	if p := nextQueue(t, b); !slices.Equal(queueTexts(p.Items), []string{"one", "two"}) {
+		t.Fatalf("second ochat/queue %+v", p)
+	}
+	got := call[GetConversationResult](t, a, MethodConversationsGet, ConversationParams{ConversationID: conv})
+	if !slices.Equal(queueTexts(got.Queue), []string{"one", "two"}) {
+		t.Fatalf("conversations/get queue %+v", got.Queue)
+	}
+	late := e.dial("late")
+	if s := call[SubscribeResult](t, late, MethodSubscribe, ConversationParams{ConversationID: conv}); !slices.Equal(queueTexts(s.Queue), []string{"one", "two"}) {
+		t.Fatalf("late subscribe queue %+v", s.Queue)
+	}
+
+	if l := collect(t, a, first.TurnID, nil); l.terminal().Type != transcript.EvTurnCompleted {
+		t.Fatalf("first turn %+v", l.terminal())
+	}
+	sent, rest := nextSent(t, a)
+	if sent.ID != id1 || sent.TurnID == "" || sent.UserMessageID == "" || !slices.Equal(queueTexts(rest), []string{"two"}) {
+		t.Fatalf("first sent %+v, rest %+v", sent, rest)
+	}
+	if l := collect(t, a, sent.TurnID, nil); l.terminal().Type != transcript.EvTurnCompleted {
+		t.Fatalf("queued turn one %+v", l.terminal())
+	}
+	sent2, rest := nextSent(t, a)
+	if sent2.ID != id2 || len(rest) != 0 {
+		t.Fatalf("second sent %+v, rest %+v", sent2, rest)
+	}
+	collect(t, a, sent2.TurnID, nil)
+	want := []string{"user: STREAM 100 10000", "completed: " + strings.Repeat("x", 100), "user: one", "completed: one", "user: two", "completed: two"}
+	if got := transcriptOf(t, a, conv); !slices.Equal(got, want) {
+		t.Fatalf("transcript\n got %q\nwant %q", got, want)
+	}
+	// b saw the same: the queue drained, one item at a time.
+	if _, rest := nextSent(t, b); !slices.Equal(queueTexts(rest), []string{"two"}) {
+		t.Fatalf("b: first sent, rest %+v", rest)
+	}
+	if _, rest := nextSent(t, b); len(rest) != 0 {
+		t.Fatalf("b: second sent, rest %+v", rest)
+	}
+	if q, err := e.store.Queue(conv); err != nil || len(q) != 0 {
+		t.Fatalf("stored queue %+v, %v", q, err)
+	}
+	// An idle conversation answers as before.
+	if r := call[SendResult](t, a, MethodChatSend, SendParams{ConversationID: conv, Text: "PLAIN"}); r.Queued || r.TurnID == "" {
+		t.Fatalf("send on an idle conversation %+v", r)
+	}
+}
+
+// TestQueueSendNow: sendNow cancels the running turn and the chosen message
+// goes next, ahead of older ones.
+func TestQueueSendNow(t *testing.T) {
+	e := newEnv(t, nil)
+	c := e.dial("a")
+	first := call[SendResult](t, c, MethodChatSend, SendParams{Agent: "fake", Text: "HOLD 1"})
+	conv := first.ConversationID
+	enqueueT(t, c, conv, "", "older")
+	steer := enqueueT(t, c, conv, "", "steer")
+	r := call[QueueResult](t, c, MethodQueueSendNow, QueueItemParams{ConversationID: conv, ID: steer})
+	if !r.Cancelled || !slices.Equal(queueTexts(r.Items), []string{"steer", "older"}) {
+		t.Fatalf("sendNow %+v", r)
+	}
+	if l := collect(t, c, first.TurnID, nil); l.terminal().StopReason != "cancelled" {
+		t.Fatalf("steered turn %+v", l.terminal())
+	}
+	sent, _ := nextSent(t, c)
+	if sent.ID != steer {
+		t.Fatalf("sent %+v, want the steering message %s", sent, steer)
+	}
+	collect(t, c, sent.TurnID, nil)
+	sent, _ = nextSent(t, c)
+	collect(t, c, sent.TurnID, nil)
+	want := []string{"user: HOLD 1", "cancelled: word ", "user: steer", "completed: steer", "user: older", "completed: older"}
+	if got := transcriptOf(t, c, conv); !slices.Equal(got, want) {
+		t.Fatalf("transcript\n got %q\nwant %q", got, want)
+	}
+}
+
+// TestQueueUpdateRemove: a queued message can be edited or dropped until it
+// is sent; unknown ids and blank text are clear errors that change nothing.
+func TestQueueUpdateRemove(t *testing.T) {
+	e := newEnv(t, nil)
+	c := e.dial("a")
+	first := call[SendResult](t, c, MethodChatSend, SendParams{Agent: "fake", Text: "HOLD 1"})
+	conv := first.ConversationID
+	ida := enqueueT(t, c, conv, "", "a")
+	idb := enqueueT(t, c, conv, "", "b")
+	enqueueT(t, c, conv, "", "c")
+	if r := call[QueueResult](t, c, MethodQueueUpdate, QueueItemParams{ConversationID: conv, ID: idb, Text: "b edited"}); !slices.Equal(queueTexts(r.Items), []string{"a", "b edited", "c"}) {
+		t.Fatalf("update %+v", r)
+	}
+	if r := call[QueueResult](t, c, MethodQueueRemove, QueueItemParams{ConversationID: conv, ID: ida}); !slices.Equal(queueTexts(r.Items), []string{"b edited", "c"}) {
+		t.Fatalf("remove %+v", r)
+	}
+	for _, tc := range []struct {
+		method string
+		p      QueueItemParams
+		code   jsonrpc2.Code
+		want   string
+	}{
+		{MethodQueueRemove, QueueItemParams{ConversationID: conv, ID: ida}, jsonrpc2.InvalidParams, "is not a queued message"},
+		{MethodQueueUpdate, QueueItemParams{ConversationID: conv, ID: "nope", Text: "x"}, jsonrpc2.InvalidParams, `"nope" is not a queued message`},
+		{MethodQueueSendNow, QueueItemParams{ConversationID: conv, ID: "nope"}, jsonrpc2.InvalidParams, "is not a queued message"},
+		{MethodQueueUpdate, QueueItemParams{ConversationID: conv, ID: idb, Text: "  "}, jsonrpc2.InvalidParams, "text is required"},
+		{MethodQueueRemove, QueueItemParams{ConversationID: conv}, jsonrpc2.InvalidParams, "id is required"},
+		{MethodQueueRemove, QueueItemParams{ConversationID: "01NOPE", ID: idb}, CodeNotFound, "unknown conversation"},
+	} {
+		if msg := callErr(t, c, tc.method, tc.p, tc.code); !strings.Contains(msg, tc.want) {
+			t.Errorf("%s %+v: %q, want %q", tc.method, tc.p, msg, tc.want)
+		}
+	}
+	if q, _ := e.store.Queue(conv); !slices.Equal(queueTexts(q), []string{"b edited", "c"}) {
+		t.Fatalf("stored queue %+v", q)
+	}
+	call[CancelResult](t, c, MethodChatCancel, ConversationParams{ConversationID: conv})
+	collect(t, c, first.TurnID, nil)
+	for range 2 {
+		sent, _ := nextSent(t, c)
+		collect(t, c, sent.TurnID, nil)
+	}
+	want := []string{"user: HOLD 1", "cancelled: word ", "user: b edited", "completed: b edited", "user: c", "completed: c"}
+	if got := transcriptOf(t, c, conv); !slices.Equal(got, want) {
+		t.Fatalf("transcript\n got %q\nwant %q", got, want)
+	}
+}
+
+// TestQueueSurvivesRestart: a queued message is stored; a daemon that stops
+// mid-turn keeps it, and the next daemon sends it.
+func TestQueueSurvivesRestart(t *testing.T) {
+	e := newEnv(t, nil)
+	c := e.dial("a")
+	first := call[SendResult](t, c, MethodChatSend, SendParams{Agent: "fake", Text: "HOLD 1"})
+	conv := first.ConversationID
+	id := enqueueT(t, c, conv, "", "after restart")
+	e.restart(nil)
+	c = e.dial("a2")
+	deadline := time.Now().Add(15 * time.Second)
+	want := []string{"user: HOLD 1", "failed: error", "user: after restart", "completed: after restart"}
+	for {
+		got := transcriptOf(t, c, conv)
+		if slices.Equal(got, want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after restart the queued message %s was not sent: transcript %q", id, got)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if q, err := e.store.Queue(conv); err != nil || len(q) != 0 {
+		t.Fatalf("stored queue after it was sent: %+v, %v", q, err)
+	}
+}
+
+// mutableRegistry is a fakeRegistry whose agents a test can change.
+type mutableRegistry struct {
+	mu    sync.Mutex
+	names []string
+}
+
+func (m *mutableRegistry) set(names ...string) {
+	m.mu.Lock()
+	m.names = names
+	m.mu.Unlock()
+}
+
+func (m *mutableRegistry) load() (AgentRegistry, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return fakeRegistry{names: slices.Clone(m.names)}, nil
+}
+
+// TestQueueFailingAgent: a queued message to an agent that fails to start
+// (or has gone from the settings) fails that turn only; the next queued
+// message still runs.
+func TestQueueFailingAgent(t *testing.T) {
+	reg := &mutableRegistry{names: []string{"fake", "nosession", "other"}}
+	e := newEnv(t, func(o *Options) { o.LoadRegistry = reg.load })
+	c := e.dial("a")
+	first := call[SendResult](t, c, MethodChatSend, SendParams{Agent: "fake", Text: "HOLD 1"})
+	conv := first.ConversationID
+	enqueueT(t, c, conv, "nosession", "to a broken agent")
+	enqueueT(t, c, conv, "other", "to a removed agent")
+	enqueueT(t, c, conv, "fake", "still runs")
+	reg.set("fake", "nosession") // "other" is gone by the time its message is sent
+	call[CancelResult](t, c, MethodChatCancel, ConversationParams{ConversationID: conv})
+	collect(t, c, first.TurnID, nil)
+	var terms []transcript.Event
+	for range 3 {
+		sent, _ := nextSent(t, c)
+		terms = append(terms, collect(t, c, sent.TurnID, nil).terminal())
+	}
+	if terms[0].Type != transcript.EvTurnFailed || !strings.Contains(terms[0].Message, "Authentication required") {
+		t.Fatalf("broken agent's turn %+v", terms[0])
+	}
+	if terms[1].Type != transcript.EvTurnFailed || !strings.Contains(terms[1].Message, `unknown agent "other"`) {
+		t.Fatalf("removed agent's turn %+v", terms[1])
+	}
+	if terms[2].Type != transcript.EvTurnCompleted {
+		t.Fatalf("last queued turn %+v", terms[2])
+	}
+	want := []string{"user: HOLD 1", "cancelled: word ", "user: to a broken agent", "failed: error",
+		"user: to a removed agent", "failed: error", "user: still runs", "completed: still runs"}
+	if got := transcriptOf(t, c, conv); !slices.Equal(got, want) {
+		t.Fatalf("transcript\n got %q\nwant %q", got, want)
+	}
+}
