@@ -104,12 +104,15 @@ func runChat(ctx context.Context, env *Env, args []string) int {
 	}
 	t := &chatTurn{env: env, cl: cl, res: res, json: c.json, workspace: c.workspace, stdin: env.Stdin, promptFromStdin: promptFromStdin, quiet: *quiet,
 		dim: dim, atLineStart: true, tools: map[string]string{}, toolNames: map[string]string{}, files: map[string]string{},
-		asked: map[string]bool{}, interrupted: make(chan struct{}), cancelSent: make(chan struct{})}
+		asked: map[string]bool{}, interrupted: make(chan struct{}), cancelSent: make(chan struct{}), queueID: res.QueueID}
 	ow.onGone(func() {
 		if t.startCancel(syscall.SIGPIPE) {
 			go t.sendCancel(ctx)
 		}
 	})
+	if res.Queued {
+		fmt.Fprintln(env.Stderr, "ochatd: "+queuedNote(res))
+	}
 	fmt.Fprintf(env.Stderr, "conversation: %s (to stop the turn from elsewhere: %s)\n", res.ConversationID, t.cancelCommand())
 	switch {
 	case *yes:
@@ -275,7 +278,8 @@ type chatTurn struct {
 	pending         []daemon.Notification    // notifications that arrived while a question waited
 	rejected        bool                     // the user (or --no) rejected a permission request of this turn
 	asked           map[string]bool          // permission ids already answered or dropped here
-	cancelMu        sync.Mutex               // guards signal while the cancel starts
+	cancelMu        sync.Mutex               // guards signal while the cancel starts, and queueID
+	queueID         string                   // the message waits in the conversation's queue under this id (queue.go)
 	interrupted     chan struct{}            // closed at the first cancelling signal (SIGPIPE: the output is gone)
 	signal          os.Signal                // that signal; set before interrupted is closed
 	cancelSent      chan struct{}            // closed once ochat/chat/cancel has been answered (or failed)
@@ -311,7 +315,9 @@ func (t *chatTurn) run(ctx context.Context) int {
 	go func() {
 		for s := range sig {
 			if t.startCancel(s) {
-				if s == os.Interrupt {
+				if t.waitingInQueue() != "" {
+					fmt.Fprintf(t.env.Stderr, "\nochatd: %v: removing the queued message\n", s)
+				} else if s == os.Interrupt {
 					fmt.Fprintln(t.env.Stderr, "\nochatd: cancelling (Ctrl-C again to stop waiting for the turn to end)")
 				} else {
 					fmt.Fprintf(t.env.Stderr, "\nochatd: %v: cancelling the turn\n", s)
@@ -375,9 +381,23 @@ func (t *chatTurn) run(ctx context.Context) int {
 				continue
 			}
 			t.permission(ctx, p)
+		case daemon.NotifyQueue:
+			var p daemon.QueueParams
+			if err := json.Unmarshal(n.Params, &p); err != nil {
+				continue
+			}
+			if code, done := t.queueChange(p); done {
+				return code
+			}
 		case daemon.NotifyResync:
 			var p daemon.ResyncParams
 			if err := json.Unmarshal(n.Params, &p); err != nil || p.ConversationID != t.res.ConversationID {
+				continue
+			}
+			if id := t.waitingInQueue(); id != "" {
+				if code, done := t.resyncQueued(ctx, id); done {
+					return code
+				}
 				continue
 			}
 			if code, done := t.resync(ctx, p.Reason); done {
@@ -404,6 +424,10 @@ func (t *chatTurn) startCancel(sig os.Signal) bool {
 // sendCancel sends ochat/chat/cancel for the turn and closes cancelSent
 // when the daemon has answered (cancelErr says if it failed).
 func (t *chatTurn) sendCancel(ctx context.Context) {
+	if id := t.waitingInQueue(); id != "" && t.unqueue(ctx, id) {
+		close(t.cancelSent)
+		return
+	}
 	var r daemon.CancelResult
 	t.cancelErr = call(ctx, t.cl, quickCall, daemon.MethodChatCancel, daemon.ConversationParams{ConversationID: t.res.ConversationID}, &r)
 	close(t.cancelSent)

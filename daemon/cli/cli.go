@@ -1,6 +1,6 @@
 // Package cli is the ochatd command line: flags and subcommands (serve,
 // connect, agents, trust, chat, conversations, show, sessions, export, import,
-// rename, delete, validate, doctor). Every subcommand that
+// rename, delete, validate, cancel, queue, doctor). Every subcommand that
 // reads or changes state is a client of the workspace daemon over its socket
 // (started on demand, as `ochatd connect` does), so the CLI exercises the
 // same path as the editors.
@@ -60,6 +60,7 @@ func Main(ctx context.Context, env *Env, args []string, extra ...Command) int {
 		{"apply", "apply a turn's file changes again (CONVERSATION_ID [MESSAGE_ID [PATH...]], --force)", runApply},
 		{"revert", "revert a turn's file changes (CONVERSATION_ID [MESSAGE_ID [PATH...]], --force)", runRevert},
 		{"cancel", "cancel the running turn of a conversation (CONVERSATION_ID)", runCancel},
+		{"queue", "list a conversation's queued messages; remove, edit or send-now one (CONVERSATION_ID)", runQueue},
 		{"stop", "stop the workspace daemon (it restarts on demand with the current environment)", runStop},
 		{"doctor", "check what ochat needs and say how to fix what is missing", runDoctorDaemon},
 	}
