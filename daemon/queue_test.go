@@ -2,6 +2,9 @@ package daemon
 
 import (
 	"encoding/json"
+	"fmt"
+	"image/color"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -314,5 +317,101 @@ func TestQueueFailingAgent(t *testing.T) {
 		"user: to a removed agent", "failed: error", "user: still runs", "completed: still runs"}
 	if got := transcriptOf(t, c, conv); !slices.Equal(got, want) {
 		t.Fatalf("transcript\n got %q\nwant %q", got, want)
+	}
+}
+
+// TestQueueAttachment: a queued message's attachments are read when it is
+// queued (a later change of the file does not reach the agent), their blob
+// is kept by the queue, and the scripted agent gets them with the turn.
+func TestQueueAttachment(t *testing.T) {
+	e := newAttachEnv(t)
+	c := e.dial("a")
+	red := pngBytes(t, 3, 3, color.RGBA{255, 0, 0, 255})
+	writeWS(t, e, "a.png", red)
+	first := call[SendResult](t, c, MethodChatSend, SendParams{Agent: "vision", Text: "SLOW 20"}) // 20 chunks 50 ms apart
+	conv := first.ConversationID
+	q := call[SendResult](t, c, MethodChatSend, SendParams{ConversationID: conv, Text: "BLOCKS", Attachments: []transcript.Attachment{{Kind: "image", Path: "a.png"}}})
+	if !q.Queued {
+		t.Fatalf("send with an attachment during a turn: %+v", q)
+	}
+	writeWS(t, e, "a.png", pngBytes(t, 3, 3, color.RGBA{0, 0, 255, 255}))
+	if err := e.store.Check(); err != nil {
+		t.Fatalf("store while the message waits: %v", err)
+	}
+	if st, _ := e.store.Stats(); st.Blobs != 1 {
+		t.Fatalf("the queued attachment's blob: %d blobs stored, want 1", st.Blobs)
+	}
+	collect(t, c, first.TurnID, nil)
+	sent, _ := nextSent(t, c)
+	msgs, got := runBlocks(t, c, SendResult{ConversationID: conv, TurnID: sent.TurnID})
+	want := fmt.Sprintf("text 6\nimage image/png file://%s %d %s", filepath.Join(e.ws, "a.png"), len(red), sha(red))
+	if got != want {
+		t.Fatalf("queued turn: agent saw\n%s\nwant\n%s", got, want)
+	}
+	if u := msgs[2]; u.ID != sent.UserMessageID || len(u.Attachments) != 1 || u.Attachments[0].Hash != sha(red) {
+		t.Fatalf("stored user message %+v", u)
+	}
+	if err := e.store.Check(); err != nil {
+		t.Fatalf("store after the queued turn: %v", err)
+	}
+	if st, _ := e.store.Stats(); st.Blobs != 1 {
+		t.Fatalf("after the queued turn: %d blobs, want 1", st.Blobs)
+	}
+}
+
+// TestQueueConcurrentSends: sends racing each other and the end of short
+// turns each run exactly once, each as its own completed turn (none lost
+// between a turn's end and the next send).
+func TestQueueConcurrentSends(t *testing.T) {
+	e := newEnv(t, nil)
+	c := e.dial("a")
+	first := call[SendResult](t, c, MethodChatSend, SendParams{Agent: "fake", Text: "PLAIN"})
+	conv := first.ConversationID
+	const n = 12
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cl := e.dial(fmt.Sprintf("c%d", i))
+			r := call[SendResult](t, cl, MethodChatSend, SendParams{ConversationID: conv, Text: fmt.Sprintf("m%02d", i)})
+			if r.Queued == (r.TurnID != "") {
+				t.Errorf("send m%02d: %+v", i, r)
+			}
+		}()
+	}
+	wg.Wait()
+	var got GetConversationResult
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		got = call[GetConversationResult](t, c, MethodConversationsGet, ConversationParams{ConversationID: conv})
+		done := len(got.Messages) == 2*(n+1) && len(got.Queue) == 0
+		for _, m := range got.Messages {
+			done = done && m.Status != transcript.StatusStreaming
+		}
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not every message ran: %d messages, queue %+v", len(got.Messages), got.Queue)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	seen := map[string]int{}
+	for i, m := range got.Messages {
+		if m.Role == transcript.RoleUser {
+			seen[m.Content]++
+			if a := got.Messages[i+1]; a.Role != transcript.RoleAssistant || a.Status != transcript.StatusCompleted {
+				t.Fatalf("answer to %q: %+v", m.Content, a)
+			}
+		}
+	}
+	for i := range n {
+		if k := fmt.Sprintf("m%02d", i); seen[k] != 1 {
+			t.Fatalf("%s ran %d times; transcript %q", k, seen[k], transcriptOf(t, c, conv))
+		}
+	}
+	if err := e.store.Check(); err != nil {
+		t.Fatal(err)
 	}
 }
