@@ -159,11 +159,13 @@ func (s *Server) enqueue(c *client, convID, agent string, req turnRequest, reply
 // changeQueueLocked applies f to a copy of the conversation's queue, stores
 // the result, makes it the live queue and tells the subscribers (ochat/queue).
 // before, if set, runs under s.mu with the conversation's topic just before
-// the notification is queued. s.qmu is held.
+// the notification is queued. s.qmu is held (every change of a queue holds
+// it, so f may read the store without s.mu).
 func (s *Server) changeQueueLocked(convID string, f func([]history.QueuedMessage) ([]history.QueuedMessage, error), before func(*topic)) ([]history.QueuedMessage, error) {
 	s.mu.Lock()
-	q, err := f(s.queueLocked(convID))
+	cur := s.queueLocked(convID)
 	s.mu.Unlock()
+	q, err := f(cur)
 	if err != nil {
 		return nil, err
 	}

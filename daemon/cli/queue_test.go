@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -127,4 +129,35 @@ func TestQueueCommands(t *testing.T) {
 	if want := "SLOW 400|PLAIN second|PLAIN first edited"; strings.Join(users, "|") != want {
 		t.Fatalf("prompts %q, want %q", users, want)
 	}
+}
+
+// TestChatQueuedInterrupt: Ctrl-C while chat's message waits in the queue
+// removes the message and leaves the running turn (another client's) alone.
+func TestChatQueuedInterrupt(t *testing.T) {
+	w := userAgentWorld(t)
+	first, _ := startChat(w.ws, strings.NewReader(""), "--agent", "test", "SLOW 400")
+	conv := runningConversation(t, w)
+	var out bytes.Buffer
+	errb := &syncBuffer{}
+	child := startChatChild(t, &out, errb, "--workspace", w.ws, "--conversation", conv, "PLAIN never sent")
+	waitFor(t, "the child chat to queue", func() bool { return strings.Contains(errb.String(), "queued behind the running turn") })
+	if err := child.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	if code := exitStatus(t, child, child.Wait()); code != 130 || !strings.Contains(errb.String(), "interrupt: removing the queued message") ||
+		!strings.Contains(errb.String(), "the queued message was removed; nothing was sent") {
+		t.Fatalf("interrupted queued chat: exit %d\n%s", code, errb.String())
+	}
+	cl := w.directClient(t)
+	var got daemon.GetConversationResult
+	if err := cl.Call(context.Background(), daemon.MethodConversationsGet, daemon.ConversationParams{ConversationID: conv}, &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Queue) != 0 || len(got.Messages) != 2 || got.Messages[1].Status != "streaming" {
+		t.Fatalf("after the interrupt: queue %+v, %d messages, running turn %q", got.Queue, len(got.Messages), got.Messages[len(got.Messages)-1].Status)
+	}
+	if code, _, errs := w.run(t, "cancel", conv); code != 0 {
+		t.Fatalf("cancel (%d): %s", code, errs)
+	}
+	<-first
 }
