@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"image/color"
+	"log/slog"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -414,4 +415,36 @@ func TestQueueConcurrentSends(t *testing.T) {
 	if err := e.store.Check(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// BenchmarkQueueHandover measures how long a conversation waits between one
+// turn's end and its next queued message starting: from the client reading
+// turn.completed to it reading the ochat/queue that names the next turn
+// (which includes the store transaction that moves the message from the
+// queue to the transcript). b.N messages are queued behind one turn and
+// drained; reports p50/p99 in µs.
+func BenchmarkQueueHandover(b *testing.B) {
+	e := newEnv(b, func(o *Options) { o.Logger = slog.New(slog.DiscardHandler) })
+	c := e.dial("bench")
+	first := call[SendResult](b, c, MethodChatSend, SendParams{Agent: "fake", Text: "HOLD 1"})
+	conv := first.ConversationID
+	for i := range b.N {
+		enqueueT(b, c, conv, "", fmt.Sprintf("PLAIN %d", i))
+	}
+	b.ResetTimer()
+	call[CancelResult](b, c, MethodChatCancel, ConversationParams{ConversationID: conv})
+	turn := first.TurnID
+	lat := make([]time.Duration, 0, b.N)
+	for range b.N {
+		collect(b, c, turn, nil)
+		ended := time.Now()
+		sent, _ := nextSent(b, c)
+		lat = append(lat, time.Since(ended))
+		turn = sent.TurnID
+	}
+	collect(b, c, turn, nil)
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 }
