@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"go.lsp.dev/jsonrpc2"
 
@@ -71,6 +72,10 @@ type QueueResult struct {
 	Items          []history.QueuedMessage `json:"items"`
 	Cancelled      bool                    `json:"cancelled,omitempty"`
 }
+
+// queueRetry is how long a queued message that could not start because its
+// conversation was being synced with its native session waits to try again.
+const queueRetry = time.Second
 
 // errQueueBusy: the queued message could not start because a turn runs.
 var errQueueBusy = errors.New("a turn is running")
@@ -219,7 +224,9 @@ func (s *Server) sendQueued(convID string) {
 		s.mu.Lock()
 		delete(s.queues, convID)
 		s.mu.Unlock()
-	default:
+	case errors.As(err, &je) && je.Code == CodeConflict: // a native sync holds the conversation: try again
+		time.AfterFunc(queueRetry, func() { s.sendQueued(convID) })
+	default: // kept; the next send or turn end of the conversation tries again
 		s.log.Warn("send queued message", "conversation", convID, "queueId", item.ID, "err", err)
 	}
 }

@@ -131,6 +131,10 @@ permission questions cannot be answered on stdin: pass --yes or --no. --conversa
 conversation (ids: ochatd conversations). A permission question accepts the option's number, id or
 name, y/yes (allow once) or n/no (reject once).
 
+On a conversation whose turn is running the prompt is queued (a note on stderr says so; ochatd queue
+lists, edits or drops it) and its own turn streams when the daemon sends it; Ctrl-C while it waits
+removes it from the queue.
+
 The conversation id, and the command that cancels the turn from another terminal, go to stderr as soon
 as the daemon accepts the prompt. Text from the agent is printed with terminal control characters made
 visible (ESC as ^[); --json prints each ochat/event's params raw, one per line. A client that falls
