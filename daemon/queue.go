@@ -73,6 +73,10 @@ type QueueResult struct {
 	Cancelled      bool                    `json:"cancelled,omitempty"`
 }
 
+// MaxQueued is the most messages one conversation's queue holds (the queue
+// is stored whole on every change); a send beyond it is refused with -32003.
+const MaxQueued = 100
+
 // queueRetry is how long a queued message that could not start because its
 // conversation was being synced with its native session waits to try again.
 const queueRetry = time.Second
@@ -139,6 +143,9 @@ func (s *Server) enqueue(c *client, convID, agent string, req turnRequest, reply
 	s.qmu.Lock()
 	defer s.qmu.Unlock()
 	_, err := s.changeQueueLocked(convID, func(q []history.QueuedMessage) ([]history.QueuedMessage, error) {
+		if len(q) >= MaxQueued {
+			return nil, jsonrpc2.Errorf(CodeConflict, "%d messages are already queued in conversation %s: wait for the running turn, or remove some (ochat/queue/remove)", len(q), convID)
+		}
 		return append(q, item), nil
 	}, func(t *topic) {
 		if c != nil {

@@ -225,6 +225,16 @@ func TestQueueUpdateRemove(t *testing.T) {
 			t.Errorf("%s %+v: %q, want %q", tc.method, tc.p, msg, tc.want)
 		}
 	}
+	// A full queue refuses one more message and keeps what it has.
+	for i := 2; i < MaxQueued; i++ {
+		enqueueT(t, c, conv, "", fmt.Sprintf("filler %d", i))
+	}
+	if msg := callErr(t, c, MethodChatSend, SendParams{ConversationID: conv, Text: "one too many"}, CodeConflict); !strings.Contains(msg, "100 messages are already queued") {
+		t.Errorf("send to a full queue: %q", msg)
+	}
+	for _, m := range call[GetConversationResult](t, c, MethodConversationsGet, ConversationParams{ConversationID: conv}).Queue[2:] {
+		call[QueueResult](t, c, MethodQueueRemove, QueueItemParams{ConversationID: conv, ID: m.ID})
+	}
 	if q, _ := e.store.Queue(conv); !slices.Equal(queueTexts(q), []string{"b edited", "c"}) {
 		t.Fatalf("stored queue %+v", q)
 	}
