@@ -136,16 +136,19 @@ func (s *Server) turnEnded(convID string) {
 // wait) at the end of the conversation's queue, subscribes the sender and
 // answers {queued, queueId}.
 func (s *Server) enqueue(c *client, convID, agent string, req turnRequest, reply jsonrpc2.Replier) (any, error) {
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	s.mu.Lock()
+	n := len(s.queues[convID])
+	s.mu.Unlock()
+	if n >= MaxQueued { // before the attachments are stored: a refused send stores nothing
+		return nil, jsonrpc2.Errorf(CodeConflict, "%d messages are already queued in conversation %s: wait for the running turn, or remove some (ochat/queue/remove)", n, convID)
+	}
 	if err := s.putBlobs(req.blobs); err != nil {
 		return nil, err
 	}
 	item := history.QueuedMessage{ID: s.newID(), Text: req.text, Agent: agent, Attachments: req.attachments, CreatedAt: nowMs()}
-	s.qmu.Lock()
-	defer s.qmu.Unlock()
 	_, err := s.changeQueueLocked(convID, func(q []history.QueuedMessage) ([]history.QueuedMessage, error) {
-		if len(q) >= MaxQueued {
-			return nil, jsonrpc2.Errorf(CodeConflict, "%d messages are already queued in conversation %s: wait for the running turn, or remove some (ochat/queue/remove)", len(q), convID)
-		}
 		return append(q, item), nil
 	}, func(t *topic) {
 		if c != nil {
