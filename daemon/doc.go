@@ -3,8 +3,9 @@
 // answers every ochat/… method in docs/protocol.md, the client connections
 // and their subscriptions, the run registry (one running prompt turn per
 // conversation, its numbered events, a bounded per-turn replay buffer for late
-// subscribers, permission fan-out with first-answer-wins), the per-workspace
-// unix socket (discovery, peer-uid check, stale-socket removal, idle exit), the
+// subscribers, permission fan-out with first-answer-wins), each
+// conversation's message queue (messages sent while a turn runs), the
+// per-workspace unix socket (discovery, peer-uid check, stale-socket removal, idle exit), the
 // `ochatd connect` stdio forwarder with auto-start, and a small Go client for
 // the CLI.
 //
