@@ -157,9 +157,16 @@ type session struct {
 	loading bool
 	turn    *turnState
 	perms   map[*permWaiter]struct{}
+	// afterCancel: the last turn was cancelled, so the next prompt's answer
+	// is fenced (see Prompt).
+	afterCancel bool
 }
 
-type turnState struct{ cancelled bool }
+type turnState struct {
+	cancelled  bool
+	events     int  // live events delivered for this turn so far
+	recovering bool // the session is being reopened: no permission is shown
+}
 
 type permWaiter struct{ cancel context.CancelFunc }
 
@@ -556,6 +563,9 @@ func (c *Conn) onUpdate(params json.RawMessage) {
 		s.state.Merge(st)
 	}
 	replay := s.replay
+	if s.turn != nil && len(res.events) > 0 {
+		s.turn.events++
+	}
 	c.mu.Unlock()
 	if res.events == nil && res.state == nil {
 		switch res.kind {
@@ -614,7 +624,10 @@ func (c *Conn) onPermission(ctx context.Context, params json.RawMessage) (any, *
 		}
 		req.FileChanges = []transcript.Segment{}
 	}
-	cancelled := s.turn != nil && s.turn.cancelled
+	cancelled := s.turn != nil && (s.turn.cancelled || s.turn.recovering)
+	if s.turn != nil {
+		s.turn.events++
+	}
 	s.perms[w] = struct{}{}
 	c.mu.Unlock()
 	for _, ev := range evs {
@@ -786,6 +799,14 @@ func (c *Conn) State(sessionID string) State {
 // agent exits mid-turn the error wraps an *ExitError naming the exit status
 // and the tail of its stderr; an agent's JSON-RPC error is a *RequestError.
 // One turn runs per session at a time: a second Prompt is an error.
+//
+// The first prompt after a cancelled turn is fenced: an answer that arrives
+// before any update of this turn is taken for the cancelled turn's leftover
+// (claude-agent-acp 0.23 answers the next prompt with the cancelled turn's
+// stale idle and then stays one answer behind: agentclientprotocol/
+// claude-agent-acp#551, #187). The session is then reopened (session/close
+// and session/resume or session/load, which gives the adapter a fresh
+// stream) and the prompt sent again, so the turn gets its own answer.
 func (c *Conn) Prompt(ctx context.Context, sessionID string, prompt []acp.ContentBlock) (stopReason string, err error) {
 	c.cancelMu.Lock()
 	c.mu.Lock()
@@ -798,6 +819,8 @@ func (c *Conn) Prompt(ctx context.Context, sessionID string, prompt []acp.Conten
 	t := &turnState{}
 	s.turn = t
 	s.replay = false
+	fence := s.afterCancel
+	s.afterCancel = false
 	s.m.beginTurn()
 	c.mu.Unlock()
 	c.cancelMu.Unlock()
@@ -805,32 +828,15 @@ func (c *Conn) Prompt(ctx context.Context, sessionID string, prompt []acp.Conten
 	if prompt == nil {
 		prompt = []acp.ContentBlock{}
 	}
-	type result struct {
-		resp acp.PromptResponse
-		err  error
-	}
-	ch := make(chan result, 1)
-	rctx, rcancel := context.WithCancel(context.Background())
-	defer rcancel()
-	go func() {
-		r, err := call[acp.PromptResponse](c, rctx, acp.AgentMethodSessionPrompt,
-			acp.PromptRequest{SessionId: acp.SessionId(sessionID), Prompt: prompt})
-		ch <- result{r, err}
-	}()
-	var res result
-	select {
-	case res = <-ch:
-	case <-ctx.Done():
-		_ = c.Cancel(context.Background(), sessionID)
-		grace := time.NewTimer(c.opts.CancelGrace)
-		select {
-		case res = <-ch:
-		case <-grace.C:
-			rcancel()
-			<-ch
-			res = result{err: fmt.Errorf("agent %s: session/prompt: %w", c.spec.Name, ctx.Err())}
+	res := c.sendPrompt(ctx, sessionID, prompt)
+	if fence && c.staleAnswer(t, res) {
+		c.log.Info("agent answered the prompt after a cancel before any update of it; taking it for the cancelled turn's leftover and reopening the session",
+			"sessionId", sessionID, "stopReason", res.resp.StopReason)
+		if rerr := c.reopenFenced(ctx, s, t, sessionID); rerr != nil {
+			c.log.Warn("could not reopen the session after a stale answer; keeping the answer", "err", rerr)
+		} else {
+			res = c.sendPrompt(ctx, sessionID, prompt)
 		}
-		grace.Stop()
 	}
 
 	msg := ToolErrTurnEnded
@@ -847,6 +853,7 @@ func (c *Conn) Prompt(ctx context.Context, sessionID string, prompt []acp.Conten
 	if s.turn == t {
 		s.turn = nil
 	}
+	s.afterCancel = t.cancelled
 	c.mu.Unlock()
 	for _, ev := range evs {
 		c.h.Event(sessionID, ev)
@@ -856,6 +863,90 @@ func (c *Conn) Prompt(ctx context.Context, sessionID string, prompt []acp.Conten
 		return "", res.err
 	}
 	return string(res.resp.StopReason), nil
+}
+
+type promptResult struct {
+	resp acp.PromptResponse
+	err  error
+}
+
+// sendPrompt sends one session/prompt and waits for its answer; when ctx
+// ends first it sends session/cancel and waits CancelGrace for the answer.
+func (c *Conn) sendPrompt(ctx context.Context, sessionID string, prompt []acp.ContentBlock) promptResult {
+	ch := make(chan promptResult, 1)
+	rctx, rcancel := context.WithCancel(context.Background())
+	defer rcancel()
+	go func() {
+		r, err := call[acp.PromptResponse](c, rctx, acp.AgentMethodSessionPrompt,
+			acp.PromptRequest{SessionId: acp.SessionId(sessionID), Prompt: prompt})
+		ch <- promptResult{r, err}
+	}()
+	var res promptResult
+	select {
+	case res = <-ch:
+	case <-ctx.Done():
+		_ = c.Cancel(context.Background(), sessionID)
+		grace := time.NewTimer(c.opts.CancelGrace)
+		select {
+		case res = <-ch:
+		case <-grace.C:
+			rcancel()
+			<-ch
+			res = promptResult{err: fmt.Errorf("agent %s: session/prompt: %w", c.spec.Name, ctx.Err())}
+		}
+		grace.Stop()
+	}
+	return res
+}
+
+// staleAnswer reports whether res, the answer to the first prompt after a
+// cancelled turn, came before any update or permission request of turn t:
+// a real turn says something before it ends.
+func (c *Conn) staleAnswer(t *turnState, res promptResult) bool {
+	if res.err != nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !t.cancelled && t.events == 0 &&
+		(res.resp.StopReason == acp.StopReasonEndTurn || res.resp.StopReason == acp.StopReasonCancelled)
+}
+
+// reopenFenced closes and reopens session id while turn t waits, so the
+// agent drops what it queued for the cancelled turn: session/close, then
+// session/resume (or session/load, its replay not delivered). Permission
+// requests meanwhile are answered cancelled without being shown.
+func (c *Conn) reopenFenced(ctx context.Context, s *session, t *turnState, id string) error {
+	caps := c.init.AgentCapabilities
+	if caps.SessionCapabilities.Close == nil || (caps.SessionCapabilities.Resume == nil && !caps.LoadSession) {
+		return fmt.Errorf("agent %s cannot close and reopen a session: %w", c.spec.Name, ErrUnsupported)
+	}
+	c.mu.Lock()
+	t.recovering = true
+	s.replay = true
+	for w := range s.perms {
+		w.cancel()
+	}
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		t.recovering = false
+		s.replay = false
+		s.m.reset()
+		c.mu.Unlock()
+	}()
+	if _, err := call[json.RawMessage](c, ctx, acp.AgentMethodSessionClose, acp.CloseSessionRequest{SessionId: acp.SessionId(id)}); err != nil {
+		return err
+	}
+	var err error
+	if caps.SessionCapabilities.Resume != nil {
+		_, err = call[json.RawMessage](c, ctx, acp.AgentMethodSessionResume,
+			acp.ResumeSessionRequest{SessionId: acp.SessionId(id), Cwd: c.root, McpServers: []acp.McpServer{}})
+	} else {
+		_, err = call[json.RawMessage](c, ctx, acp.AgentMethodSessionLoad,
+			acp.LoadSessionRequest{SessionId: acp.SessionId(id), Cwd: c.root, McpServers: []acp.McpServer{}})
+	}
+	return err
 }
 
 // Cancel sends session/cancel for the prompt turn running in sessionID and
