@@ -18,6 +18,7 @@ import (
 
 	acp "github.com/coder/acp-go-sdk"
 
+	"github.com/ochat-dev/ochat/procguard"
 	"github.com/ochat-dev/ochat/transcript"
 )
 
@@ -106,6 +107,14 @@ type Options struct {
 	// example to read an unsaved editor buffer); handled=false reads the
 	// disk. The line/limit window is applied to what it returns.
 	ReadFile func(ctx context.Context, sessionID, path string) (content string, handled bool, err error)
+
+	// Shim, if set, is the ochatd executable: the agent then runs under its
+	// process-group shim (procguard.RunShim), which kills the whole group
+	// when the daemon dies. Without it the agent gets Pdeathsig SIGKILL.
+	Shim string
+	// Ledger, if set, records the agent's process group while it runs, so
+	// the next daemon can sweep it if this one dies (procguard.Ledger).
+	Ledger *procguard.Ledger
 }
 
 // SessionInfo is a session the agent created, loaded or resumed, with the
@@ -226,10 +235,20 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Conn, error) {
 	}
 	c.filter.onDrop = c.onDroppedLine // a line over the cap shows in the turn
 
-	cmd := exec.Command(spec.Command, spec.Args...)
+	if opts.Shim != "" {
+		// The shim would only report a missing command as its exit status.
+		if _, err := exec.LookPath(spec.Command); err != nil {
+			return nil, fmt.Errorf("start agent %s (%s): %w", spec.Name, spec.Command, err)
+		}
+	}
+	name, args := procguard.Command(opts.Shim, spec.Command, spec.Args)
+	cmd := exec.Command(name, args...)
 	cmd.Dir = root
 	cmd.Env = mergeEnv(os.Environ(), spec.Env)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	deathSig := syscall.SIGKILL
+	if opts.Shim != "" {
+		deathSig = syscall.SIGTERM // the shim then kills the whole group
+	}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, fmt.Errorf("start agent %s: %w", spec.Name, err)
@@ -246,7 +265,7 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Conn, error) {
 	}
 	cmd.Stdout = outW
 	cmd.Stderr = errW
-	if err := cmd.Start(); err != nil {
+	if err := procguard.SpawnLocked(cmd, deathSig, c.done); err != nil {
 		outR.Close()
 		outW.Close()
 		errR.Close()
@@ -257,6 +276,11 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Conn, error) {
 	errW.Close()
 	c.cmd = cmd
 	c.pgid = cmd.Process.Pid
+	if opts.Ledger != nil {
+		if err := opts.Ledger.Add(c.pgid); err != nil {
+			log.Warn("agent process not recorded", "err", err)
+		}
+	}
 	c.stdin = &stdinWriter{w: stdin}
 	c.stdout = outR
 	log.Debug("agent started", "pid", c.pgid, "command", spec.Command)
@@ -336,6 +360,9 @@ func mergeEnv(base []string, add map[string]string) []string {
 func (c *Conn) wait(filterDone, stderrDone <-chan struct{}, outR, errR *os.File) {
 	werr := c.cmd.Wait()
 	_ = syscall.Kill(-c.pgid, syscall.SIGKILL) // children that outlived the agent
+	if c.opts.Ledger != nil {
+		_ = c.opts.Ledger.Remove(c.pgid)
+	}
 	drain := time.NewTimer(2 * time.Second)
 	select {
 	case <-filterDone:

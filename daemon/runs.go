@@ -427,6 +427,8 @@ func (s *Server) ensureSession(ctx context.Context, convID, agent string, spec a
 			Logger:      s.log.With("agent", agent, "conversation", convID),
 			InitTimeout: s.opts.AgentInitTimeout,
 			WriteFile:   s.editorWriteFile(convID),
+			Shim:        s.opts.AgentShim,
+			Ledger:      s.opts.ProcLedger,
 		})
 		if err != nil {
 			return nil, "", false, "", err // agents names the agent and what failed
