@@ -346,7 +346,13 @@ func (t *chatTurn) run(ctx context.Context) int {
 	for {
 		n, ok := t.next()
 		if !ok {
-			return fail(t.env, "connection to the daemon ended before the turn did: %v", t.notesErr)
+			t.endReasoning()
+			t.newline()
+			code := fail(t.env, "connection to the daemon ended before the turn did: %v", t.notesErr)
+			// The daemon died mid-turn (killed, crashed): what it stored
+			// before is kept and marked interrupted at its next start.
+			fmt.Fprintf(t.stderrSafe(), "hint: the daemon stopped (its process ended); the answer so far is kept: ochatd show %s\n", t.res.ConversationID)
+			return code
 		}
 		switch n.Method {
 		case daemon.NotifyEvent:
