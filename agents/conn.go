@@ -25,6 +25,9 @@ import (
 // Defaults for Options.
 const (
 	DefaultInitTimeout = 60 * time.Second
+	// DefaultStallTimeout is how long an agent that printed non-ACP text on
+	// stdout (and nothing ACP since) may stay silent before Start fails.
+	DefaultStallTimeout = 10 * time.Second
 	DefaultKillGrace   = 2 * time.Second
 	// configTimeout bounds SetConfigOption (session/set_config_option,
 	// session/set_mode, session/set_model).
@@ -93,6 +96,9 @@ type Options struct {
 	Handler     Handler       // nil: events dropped, permission requests cancelled
 	Logger      *slog.Logger  // nil: slog.Default()
 	InitTimeout time.Duration // spawn+initialize; default 60s
+	// StallTimeout fails Start when the agent printed non-ACP text on
+	// stdout and no JSON-RPC for this long; default 10s.
+	StallTimeout time.Duration
 	KillGrace   time.Duration // close stdin → SIGTERM group → SIGKILL after this; default 2s
 	// CancelGrace is how long Prompt waits for the agent's answer after its
 	// ctx ended and session/cancel was sent; default 5s.
@@ -190,6 +196,9 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Conn, error) {
 	}
 	if opts.KillGrace <= 0 {
 		opts.KillGrace = DefaultKillGrace
+	}
+	if opts.StallTimeout <= 0 {
+		opts.StallTimeout = DefaultStallTimeout
 	}
 	if opts.CancelGrace <= 0 {
 		opts.CancelGrace = DefaultCancelGrace
@@ -304,6 +313,12 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Conn, error) {
 
 	ictx, cancel := context.WithTimeout(ctx, opts.InitTimeout)
 	defer cancel()
+	// A program that is not an ACP agent (a wrong command, a login prompt)
+	// prints text and waits: fail on that within StallTimeout, quoting it.
+	sctx, stall := context.WithCancelCause(ictx)
+	defer stall(nil)
+	go c.watchStall(sctx, stall)
+	ictx = sctx
 	fs := spec.fsEnabled()
 	req := acp.InitializeRequest{
 		ProtocolVersion: acp.ProtocolVersionNumber,
@@ -314,7 +329,10 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Conn, error) {
 	}
 	raw, err := call[json.RawMessage](c, ictx, acp.AgentMethodInitialize, req)
 	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		var se *stallError
+		if cause := context.Cause(ictx); errors.As(cause, &se) {
+			err = fmt.Errorf("agent %s: %w", spec.Name, se)
+		} else if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 			err = fmt.Errorf("agent %s did not answer initialize within %s: %w", spec.Name, opts.InitTimeout, err)
 			if tail := c.stderr.String(); tail != "" {
 				err = fmt.Errorf("%w; stderr: %s", err, tail)
@@ -334,6 +352,34 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Conn, error) {
 		c.init = acp.InitializeResponse{AgentCapabilities: acp.AgentCapabilities{LoadSession: loose.AgentCapabilities.LoadSession}}
 	}
 	return c, nil
+}
+
+// stallError says that the agent printed non-ACP text and then stalled.
+type stallError struct {
+	after time.Duration
+	text  string
+}
+
+func (e *stallError) Error() string {
+	return fmt.Sprintf("it printed text that is not ACP on stdout and then nothing for %s (is the command an ACP agent, or is it waiting for input?): %q", e.after, e.text)
+}
+
+// watchStall cancels ctx with a *stallError once the agent's stdout held
+// only non-ACP text for StallTimeout.
+func (c *Conn) watchStall(ctx context.Context, stall context.CancelCauseFunc) {
+	tick := time.NewTicker(min(c.opts.StallTimeout/10, 250*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if text, ok := c.filter.stalled(c.opts.StallTimeout); ok {
+				stall(&stallError{after: c.opts.StallTimeout, text: text})
+				return
+			}
+		}
+	}
 }
 
 // mergeEnv returns base with the entries of add set (overriding).
