@@ -28,7 +28,7 @@ const (
 	// DefaultStallTimeout is how long an agent that printed non-ACP text on
 	// stdout (and nothing ACP since) may stay silent before Start fails.
 	DefaultStallTimeout = 10 * time.Second
-	DefaultKillGrace   = 2 * time.Second
+	DefaultKillGrace    = 2 * time.Second
 	// configTimeout bounds SetConfigOption (session/set_config_option,
 	// session/set_mode, session/set_model).
 	configTimeout = 30 * time.Second
@@ -99,7 +99,7 @@ type Options struct {
 	// StallTimeout fails Start when the agent printed non-ACP text on
 	// stdout and no JSON-RPC for this long; default 10s.
 	StallTimeout time.Duration
-	KillGrace   time.Duration // close stdin → SIGTERM group → SIGKILL after this; default 2s
+	KillGrace    time.Duration // close stdin → SIGTERM group → SIGKILL after this; default 2s
 	// CancelGrace is how long Prompt waits for the agent's answer after its
 	// ctx ended and session/cancel was sent; default 5s.
 	CancelGrace time.Duration

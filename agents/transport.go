@@ -56,9 +56,9 @@ type lineFilter struct {
 	seen      uint64 // session/update notifications forwarded
 	processed uint64 // session/update notifications handled
 	closed    bool
-	dropped   uint64 // lines dropped
-	tooLong   uint64 // lines dropped for being longer than maxLineBytes
-	forwarded uint64 // lines passed to the SDK
+	dropped   uint64    // lines dropped
+	tooLong   uint64    // lines dropped for being longer than maxLineBytes
+	forwarded uint64    // lines passed to the SDK
 	junk      []byte    // the start of the first non-JSON output (at most junkBytes)
 	junkAt    time.Time // when it came
 
