@@ -16,13 +16,9 @@ func TestStartStalledNonACP(t *testing.T) {
 		t.Errorf("DefaultStallTimeout = %v, want 10s", DefaultStallTimeout)
 	}
 	spec := Spec{Name: "chatty", Command: "sh", Args: []string{"-c", `echo "Please log in: open https://example.test/login"; exec sleep 60`}}
-	start := time.Now()
 	_, err := Start(context.Background(), spec, Options{Workspace: t.TempDir(), Logger: quietLogger(), StallTimeout: 300 * time.Millisecond, KillGrace: time.Second})
 	if err == nil {
 		t.Fatal("Start succeeded")
-	}
-	if took := time.Since(start); took > 20*time.Second {
-		t.Errorf("failed after %v", took)
 	}
 	if !strings.Contains(err.Error(), "agent chatty") || !strings.Contains(err.Error(), "Please log in: open https://example.test/login") || !strings.Contains(err.Error(), "not ACP") {
 		t.Errorf("error %q", err)

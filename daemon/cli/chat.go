@@ -381,6 +381,16 @@ func (t *chatTurn) run(ctx context.Context) int {
 				continue
 			}
 			t.permission(ctx, p)
+		case daemon.NotifyAgentProgress:
+			// A slow start (npx download, adapter start, session/load)
+			// says what it is doing; "ready" needs no line.
+			var p daemon.AgentProgressParams
+			if err := json.Unmarshal(n.Params, &p); err != nil || p.ConversationID != t.res.ConversationID ||
+				p.Stage == daemon.ProgressReady || p.Stage == daemon.ProgressFailed || t.json {
+				continue
+			}
+			t.newline()
+			fmt.Fprintf(t.stderrSafe(), "ochatd: %s\n", p.Message)
 		case daemon.NotifyResync:
 			var p daemon.ResyncParams
 			if err := json.Unmarshal(n.Params, &p); err != nil || p.ConversationID != t.res.ConversationID {
