@@ -18,13 +18,17 @@ import (
 
 	acp "github.com/coder/acp-go-sdk"
 
+	"github.com/ochat-dev/ochat/procguard"
 	"github.com/ochat-dev/ochat/transcript"
 )
 
 // Defaults for Options.
 const (
 	DefaultInitTimeout = 60 * time.Second
-	DefaultKillGrace   = 2 * time.Second
+	// DefaultStallTimeout is how long an agent that printed non-ACP text on
+	// stdout (and nothing ACP since) may stay silent before Start fails.
+	DefaultStallTimeout = 10 * time.Second
+	DefaultKillGrace    = 2 * time.Second
 	// configTimeout bounds SetConfigOption (session/set_config_option,
 	// session/set_mode, session/set_model).
 	configTimeout = 30 * time.Second
@@ -92,7 +96,10 @@ type Options struct {
 	Handler     Handler       // nil: events dropped, permission requests cancelled
 	Logger      *slog.Logger  // nil: slog.Default()
 	InitTimeout time.Duration // spawn+initialize; default 60s
-	KillGrace   time.Duration // close stdin → SIGTERM group → SIGKILL after this; default 2s
+	// StallTimeout fails Start when the agent printed non-ACP text on
+	// stdout and no JSON-RPC for this long; default 10s.
+	StallTimeout time.Duration
+	KillGrace    time.Duration // close stdin → SIGTERM group → SIGKILL after this; default 2s
 	// CancelGrace is how long Prompt waits for the agent's answer after its
 	// ctx ended and session/cancel was sent; default 5s.
 	CancelGrace time.Duration
@@ -106,6 +113,14 @@ type Options struct {
 	// example to read an unsaved editor buffer); handled=false reads the
 	// disk. The line/limit window is applied to what it returns.
 	ReadFile func(ctx context.Context, sessionID, path string) (content string, handled bool, err error)
+
+	// Shim, if set, is the ochatd executable: the agent then runs under its
+	// process-group shim (procguard.RunShim), which kills the whole group
+	// when the daemon dies. Without it the agent gets Pdeathsig SIGKILL.
+	Shim string
+	// Ledger, if set, records the agent's process group while it runs, so
+	// the next daemon can sweep it if this one dies (procguard.Ledger).
+	Ledger *procguard.Ledger
 }
 
 // SessionInfo is a session the agent created, loaded or resumed, with the
@@ -157,9 +172,16 @@ type session struct {
 	loading bool
 	turn    *turnState
 	perms   map[*permWaiter]struct{}
+	// afterCancel: the last turn was cancelled, so the next prompt's answer
+	// is fenced (see Prompt).
+	afterCancel bool
 }
 
-type turnState struct{ cancelled bool }
+type turnState struct {
+	cancelled  bool
+	events     int  // live events delivered for this turn so far
+	recovering bool // the session is being reopened: no permission is shown
+}
 
 type permWaiter struct{ cancel context.CancelFunc }
 
@@ -174,6 +196,9 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Conn, error) {
 	}
 	if opts.KillGrace <= 0 {
 		opts.KillGrace = DefaultKillGrace
+	}
+	if opts.StallTimeout <= 0 {
+		opts.StallTimeout = DefaultStallTimeout
 	}
 	if opts.CancelGrace <= 0 {
 		opts.CancelGrace = DefaultCancelGrace
@@ -219,10 +244,20 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Conn, error) {
 	}
 	c.filter.onDrop = c.onDroppedLine // a line over the cap shows in the turn
 
-	cmd := exec.Command(spec.Command, spec.Args...)
+	if opts.Shim != "" {
+		// The shim would only report a missing command as its exit status.
+		if _, err := exec.LookPath(spec.Command); err != nil {
+			return nil, fmt.Errorf("start agent %s (%s): %w", spec.Name, spec.Command, err)
+		}
+	}
+	name, args := procguard.Command(opts.Shim, spec.Command, spec.Args)
+	cmd := exec.Command(name, args...)
 	cmd.Dir = root
 	cmd.Env = mergeEnv(os.Environ(), spec.Env)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	deathSig := syscall.SIGKILL
+	if opts.Shim != "" {
+		deathSig = syscall.SIGTERM // the shim then kills the whole group
+	}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, fmt.Errorf("start agent %s: %w", spec.Name, err)
@@ -239,7 +274,7 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Conn, error) {
 	}
 	cmd.Stdout = outW
 	cmd.Stderr = errW
-	if err := cmd.Start(); err != nil {
+	if err := procguard.SpawnLocked(cmd, deathSig, c.done); err != nil {
 		outR.Close()
 		outW.Close()
 		errR.Close()
@@ -250,6 +285,11 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Conn, error) {
 	errW.Close()
 	c.cmd = cmd
 	c.pgid = cmd.Process.Pid
+	if opts.Ledger != nil {
+		if err := opts.Ledger.Add(c.pgid); err != nil {
+			log.Warn("agent process not recorded", "err", err)
+		}
+	}
 	c.stdin = &stdinWriter{w: stdin}
 	c.stdout = outR
 	log.Debug("agent started", "pid", c.pgid, "command", spec.Command)
@@ -273,6 +313,12 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Conn, error) {
 
 	ictx, cancel := context.WithTimeout(ctx, opts.InitTimeout)
 	defer cancel()
+	// A program that is not an ACP agent (a wrong command, a login prompt)
+	// prints text and waits: fail on that within StallTimeout, quoting it.
+	sctx, stall := context.WithCancelCause(ictx)
+	defer stall(nil)
+	go c.watchStall(sctx, stall)
+	ictx = sctx
 	fs := spec.fsEnabled()
 	req := acp.InitializeRequest{
 		ProtocolVersion: acp.ProtocolVersionNumber,
@@ -283,7 +329,10 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Conn, error) {
 	}
 	raw, err := call[json.RawMessage](c, ictx, acp.AgentMethodInitialize, req)
 	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		var se *stallError
+		if cause := context.Cause(ictx); errors.As(cause, &se) {
+			err = fmt.Errorf("agent %s: %w", spec.Name, se)
+		} else if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 			err = fmt.Errorf("agent %s did not answer initialize within %s: %w", spec.Name, opts.InitTimeout, err)
 			if tail := c.stderr.String(); tail != "" {
 				err = fmt.Errorf("%w; stderr: %s", err, tail)
@@ -303,6 +352,34 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Conn, error) {
 		c.init = acp.InitializeResponse{AgentCapabilities: acp.AgentCapabilities{LoadSession: loose.AgentCapabilities.LoadSession}}
 	}
 	return c, nil
+}
+
+// stallError says that the agent printed non-ACP text and then stalled.
+type stallError struct {
+	after time.Duration
+	text  string
+}
+
+func (e *stallError) Error() string {
+	return fmt.Sprintf("it printed text that is not ACP on stdout and then nothing for %s (is the command an ACP agent, or is it waiting for input?): %q", e.after, e.text)
+}
+
+// watchStall cancels ctx with a *stallError once the agent's stdout held
+// only non-ACP text for StallTimeout.
+func (c *Conn) watchStall(ctx context.Context, stall context.CancelCauseFunc) {
+	tick := time.NewTicker(min(c.opts.StallTimeout/10, 250*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if text, ok := c.filter.stalled(c.opts.StallTimeout); ok {
+				stall(&stallError{after: c.opts.StallTimeout, text: text})
+				return
+			}
+		}
+	}
 }
 
 // mergeEnv returns base with the entries of add set (overriding).
@@ -329,6 +406,9 @@ func mergeEnv(base []string, add map[string]string) []string {
 func (c *Conn) wait(filterDone, stderrDone <-chan struct{}, outR, errR *os.File) {
 	werr := c.cmd.Wait()
 	_ = syscall.Kill(-c.pgid, syscall.SIGKILL) // children that outlived the agent
+	if c.opts.Ledger != nil {
+		_ = c.opts.Ledger.Remove(c.pgid)
+	}
 	drain := time.NewTimer(2 * time.Second)
 	select {
 	case <-filterDone:
@@ -556,6 +636,9 @@ func (c *Conn) onUpdate(params json.RawMessage) {
 		s.state.Merge(st)
 	}
 	replay := s.replay
+	if s.turn != nil && len(res.events) > 0 {
+		s.turn.events++
+	}
 	c.mu.Unlock()
 	if res.events == nil && res.state == nil {
 		switch res.kind {
@@ -614,7 +697,10 @@ func (c *Conn) onPermission(ctx context.Context, params json.RawMessage) (any, *
 		}
 		req.FileChanges = []transcript.Segment{}
 	}
-	cancelled := s.turn != nil && s.turn.cancelled
+	cancelled := s.turn != nil && (s.turn.cancelled || s.turn.recovering)
+	if s.turn != nil {
+		s.turn.events++
+	}
 	s.perms[w] = struct{}{}
 	c.mu.Unlock()
 	for _, ev := range evs {
@@ -786,6 +872,14 @@ func (c *Conn) State(sessionID string) State {
 // agent exits mid-turn the error wraps an *ExitError naming the exit status
 // and the tail of its stderr; an agent's JSON-RPC error is a *RequestError.
 // One turn runs per session at a time: a second Prompt is an error.
+//
+// The first prompt after a cancelled turn is fenced: an answer that arrives
+// before any update of this turn is taken for the cancelled turn's leftover
+// (claude-agent-acp 0.23 answers the next prompt with the cancelled turn's
+// stale idle and then stays one answer behind: agentclientprotocol/
+// claude-agent-acp#551, #187). The session is then reopened (session/close
+// and session/resume or session/load, which gives the adapter a fresh
+// stream) and the prompt sent again, so the turn gets its own answer.
 func (c *Conn) Prompt(ctx context.Context, sessionID string, prompt []acp.ContentBlock) (stopReason string, err error) {
 	c.cancelMu.Lock()
 	c.mu.Lock()
@@ -798,6 +892,8 @@ func (c *Conn) Prompt(ctx context.Context, sessionID string, prompt []acp.Conten
 	t := &turnState{}
 	s.turn = t
 	s.replay = false
+	fence := s.afterCancel
+	s.afterCancel = false
 	s.m.beginTurn()
 	c.mu.Unlock()
 	c.cancelMu.Unlock()
@@ -805,32 +901,15 @@ func (c *Conn) Prompt(ctx context.Context, sessionID string, prompt []acp.Conten
 	if prompt == nil {
 		prompt = []acp.ContentBlock{}
 	}
-	type result struct {
-		resp acp.PromptResponse
-		err  error
-	}
-	ch := make(chan result, 1)
-	rctx, rcancel := context.WithCancel(context.Background())
-	defer rcancel()
-	go func() {
-		r, err := call[acp.PromptResponse](c, rctx, acp.AgentMethodSessionPrompt,
-			acp.PromptRequest{SessionId: acp.SessionId(sessionID), Prompt: prompt})
-		ch <- result{r, err}
-	}()
-	var res result
-	select {
-	case res = <-ch:
-	case <-ctx.Done():
-		_ = c.Cancel(context.Background(), sessionID)
-		grace := time.NewTimer(c.opts.CancelGrace)
-		select {
-		case res = <-ch:
-		case <-grace.C:
-			rcancel()
-			<-ch
-			res = result{err: fmt.Errorf("agent %s: session/prompt: %w", c.spec.Name, ctx.Err())}
+	res := c.sendPrompt(ctx, sessionID, prompt)
+	if fence && c.staleAnswer(t, res) {
+		c.log.Info("agent answered the prompt after a cancel before any update of it; taking it for the cancelled turn's leftover and reopening the session",
+			"sessionId", sessionID, "stopReason", res.resp.StopReason)
+		if rerr := c.reopenFenced(ctx, s, t, sessionID); rerr != nil {
+			c.log.Warn("could not reopen the session after a stale answer; keeping the answer", "err", rerr)
+		} else {
+			res = c.sendPrompt(ctx, sessionID, prompt)
 		}
-		grace.Stop()
 	}
 
 	msg := ToolErrTurnEnded
@@ -847,6 +926,7 @@ func (c *Conn) Prompt(ctx context.Context, sessionID string, prompt []acp.Conten
 	if s.turn == t {
 		s.turn = nil
 	}
+	s.afterCancel = t.cancelled
 	c.mu.Unlock()
 	for _, ev := range evs {
 		c.h.Event(sessionID, ev)
@@ -856,6 +936,90 @@ func (c *Conn) Prompt(ctx context.Context, sessionID string, prompt []acp.Conten
 		return "", res.err
 	}
 	return string(res.resp.StopReason), nil
+}
+
+type promptResult struct {
+	resp acp.PromptResponse
+	err  error
+}
+
+// sendPrompt sends one session/prompt and waits for its answer; when ctx
+// ends first it sends session/cancel and waits CancelGrace for the answer.
+func (c *Conn) sendPrompt(ctx context.Context, sessionID string, prompt []acp.ContentBlock) promptResult {
+	ch := make(chan promptResult, 1)
+	rctx, rcancel := context.WithCancel(context.Background())
+	defer rcancel()
+	go func() {
+		r, err := call[acp.PromptResponse](c, rctx, acp.AgentMethodSessionPrompt,
+			acp.PromptRequest{SessionId: acp.SessionId(sessionID), Prompt: prompt})
+		ch <- promptResult{r, err}
+	}()
+	var res promptResult
+	select {
+	case res = <-ch:
+	case <-ctx.Done():
+		_ = c.Cancel(context.Background(), sessionID)
+		grace := time.NewTimer(c.opts.CancelGrace)
+		select {
+		case res = <-ch:
+		case <-grace.C:
+			rcancel()
+			<-ch
+			res = promptResult{err: fmt.Errorf("agent %s: session/prompt: %w", c.spec.Name, ctx.Err())}
+		}
+		grace.Stop()
+	}
+	return res
+}
+
+// staleAnswer reports whether res, the answer to the first prompt after a
+// cancelled turn, came before any update or permission request of turn t:
+// a real turn says something before it ends.
+func (c *Conn) staleAnswer(t *turnState, res promptResult) bool {
+	if res.err != nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !t.cancelled && t.events == 0 &&
+		(res.resp.StopReason == acp.StopReasonEndTurn || res.resp.StopReason == acp.StopReasonCancelled)
+}
+
+// reopenFenced closes and reopens session id while turn t waits, so the
+// agent drops what it queued for the cancelled turn: session/close, then
+// session/resume (or session/load, its replay not delivered). Permission
+// requests meanwhile are answered cancelled without being shown.
+func (c *Conn) reopenFenced(ctx context.Context, s *session, t *turnState, id string) error {
+	caps := c.init.AgentCapabilities
+	if caps.SessionCapabilities.Close == nil || (caps.SessionCapabilities.Resume == nil && !caps.LoadSession) {
+		return fmt.Errorf("agent %s cannot close and reopen a session: %w", c.spec.Name, ErrUnsupported)
+	}
+	c.mu.Lock()
+	t.recovering = true
+	s.replay = true
+	for w := range s.perms {
+		w.cancel()
+	}
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		t.recovering = false
+		s.replay = false
+		s.m.reset()
+		c.mu.Unlock()
+	}()
+	if _, err := call[json.RawMessage](c, ctx, acp.AgentMethodSessionClose, acp.CloseSessionRequest{SessionId: acp.SessionId(id)}); err != nil {
+		return err
+	}
+	var err error
+	if caps.SessionCapabilities.Resume != nil {
+		_, err = call[json.RawMessage](c, ctx, acp.AgentMethodSessionResume,
+			acp.ResumeSessionRequest{SessionId: acp.SessionId(id), Cwd: c.root, McpServers: []acp.McpServer{}})
+	} else {
+		_, err = call[json.RawMessage](c, ctx, acp.AgentMethodSessionLoad,
+			acp.LoadSessionRequest{SessionId: acp.SessionId(id), Cwd: c.root, McpServers: []acp.McpServer{}})
+	}
+	return err
 }
 
 // Cancel sends session/cancel for the prompt turn running in sessionID and

@@ -20,12 +20,20 @@ import (
 	acp "github.com/coder/acp-go-sdk"
 
 	"github.com/ochat-dev/ochat/transcript"
+
+	"github.com/ochat-dev/ochat/internal/testenv"
 )
 
 // testagentBin is the scripted agent (internal/testagent), built once.
 var testagentBin string
 
 func TestMain(m *testing.M) {
+	cleanup, err := testenv.Hermetic()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	defer cleanup()
 	dir, err := os.MkdirTemp("", "agents-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

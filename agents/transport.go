@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
 
 	acp "github.com/coder/acp-go-sdk"
 )
@@ -55,8 +56,11 @@ type lineFilter struct {
 	seen      uint64 // session/update notifications forwarded
 	processed uint64 // session/update notifications handled
 	closed    bool
-	dropped   uint64 // lines dropped
-	tooLong   uint64 // lines dropped for being longer than maxLineBytes
+	dropped   uint64    // lines dropped
+	tooLong   uint64    // lines dropped for being longer than maxLineBytes
+	forwarded uint64    // lines passed to the SDK
+	junk      []byte    // the start of the first non-JSON output (at most junkBytes)
+	junkAt    time.Time // when it came
 
 	// onDrop, if set, is called from run for every line dropped for its
 	// length, after the lines before it were forwarded: n counts those lines
@@ -146,6 +150,7 @@ func (f *lineFilter) forward(line []byte, w io.Writer) error {
 		return nil
 	}
 	if t[0] != '{' {
+		f.noteJunk(t)
 		f.drop("not JSON", t)
 		return nil
 	}
@@ -168,8 +173,40 @@ func (f *lineFilter) forward(line []byte, w io.Writer) error {
 	}
 	buf := make([]byte, 0, len(t)+1)
 	buf = append(append(buf, t...), '\n')
+	f.mu.Lock()
+	f.forwarded++
+	f.mu.Unlock()
 	_, err := w.Write(buf)
 	return err
+}
+
+// junkBytes is how much of an agent's first non-ACP output is kept to quote.
+const junkBytes = 200
+
+// noteJunk remembers the first non-JSON line the agent printed.
+func (f *lineFilter) noteJunk(line []byte) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.junk != nil {
+		return
+	}
+	f.junk = append([]byte(nil), line[:min(len(line), junkBytes)]...)
+	f.junkAt = time.Now()
+}
+
+// stalled returns the agent's first non-ACP output when it came at least
+// after ago and no JSON-RPC line followed (the agent is not speaking ACP).
+func (f *lineFilter) stalled(after time.Duration) (string, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.junk == nil || f.forwarded > 0 || time.Since(f.junkAt) < after {
+		return "", false
+	}
+	s := string(f.junk)
+	if f.redact != nil {
+		s = f.redact(s)
+	}
+	return s, true
 }
 
 // abort stops holding lines back (the agent is gone; nothing may wait on a

@@ -572,6 +572,14 @@ func sameText(a, b *string) bool {
 // the merged tool segment, the fileChange segments of every diff in it, and
 // the events to deliver.
 func (m *mapper) mergePermissionTool(u *rawUpdate) (transcript.Segment, []transcript.Segment, []transcript.Event) {
+	// The toolCall of a permission request may say "pending" of a tool the
+	// agent already reported running: a tool does not go back.
+	if rec, ok := m.tools[u.ToolCallID]; ok && u.Status != nil && *u.Status == "pending" &&
+		rec.seg.Status != string(transcript.ToolPending) {
+		c := *u
+		c.Status = nil
+		u = &c
+	}
 	evs := m.mergeTool(u, true)
 	tool := *m.tools[u.ToolCallID]
 	var fcs []transcript.Segment

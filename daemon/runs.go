@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -454,6 +455,7 @@ func (s *Server) ensureSession(ctx context.Context, convID, agent string, spec a
 		return sl.conn, sl.sessionID, false, stored.Cursor, nil
 	}
 	if sl == nil {
+		s.progress(convID, agent, ProgressStarting, startingMessage(agent, spec))
 		s.makeRoomForAgent(key)
 		// ctx (the turn's) bounds spawn and initialize only: a cancel aborts
 		// the start at once and the starting process group is killed.
@@ -463,8 +465,11 @@ func (s *Server) ensureSession(ctx context.Context, convID, agent string, spec a
 			Logger:      s.log.With("agent", agent, "conversation", convID),
 			InitTimeout: s.opts.AgentInitTimeout,
 			WriteFile:   s.editorWriteFile(convID),
+			Shim:        s.opts.AgentShim,
+			Ledger:      s.opts.ProcLedger,
 		})
 		if err != nil {
+			s.progress(convID, agent, ProgressFailed, err.Error())
 			return nil, "", false, "", err // agents names the agent and what failed
 		}
 		if ctx.Err() != nil { // cancelled as initialize answered
@@ -502,6 +507,7 @@ func (s *Server) ensureSession(ctx context.Context, convID, agent string, spec a
 		return info, err
 	}
 	if stored.SessionID != "" {
+		s.progress(convID, agent, ProgressSession, fmt.Sprintf("%s: reopening its session (the agent may replay its history)…", agent))
 		for _, ro := range reopenMethods(sl.conn) {
 			info, err = timed(ro.method, func(c context.Context) (agents.SessionInfo, error) { return ro.call(c, stored.SessionID) })
 			if err == nil {
@@ -520,6 +526,7 @@ func (s *Server) ensureSession(ctx context.Context, convID, agent string, spec a
 		}
 	}
 	if !reopened {
+		s.progress(convID, agent, ProgressSession, fmt.Sprintf("%s: opening a session…", agent))
 		info, err = timed("session/new", sl.conn.NewSession)
 		if err != nil {
 			select {
@@ -555,7 +562,27 @@ func (s *Server) ensureSession(ctx context.Context, convID, agent string, spec a
 		s.broadcastLocked(t, NotifyAgentState, AgentStateParams{ConversationID: convID, Agent: agent, State: info.State})
 	}
 	s.mu.Unlock()
+	s.progress(convID, agent, ProgressReady, fmt.Sprintf("%s: ready", agent))
 	return sl.conn, info.ID, !reopened, stored.Cursor, nil
+}
+
+// progress tells the conversation's subscribers what the daemon is doing to
+// get agent ready (ochat/agentProgress), so a slow start is never silent.
+func (s *Server) progress(convID, agent, stage, msg string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t := s.topics[convID]; t != nil {
+		s.broadcastLocked(t, NotifyAgentProgress, AgentProgressParams{ConversationID: convID, Agent: agent, Stage: stage, Message: msg})
+	}
+}
+
+// startingMessage is the ochat/agentProgress line for spawning agent: npx
+// may first download the adapter, which takes long the first time.
+func startingMessage(agent string, spec agents.Spec) string {
+	if filepath.Base(spec.Command) == "npx" {
+		return fmt.Sprintf("starting %s: npx is fetching the adapter (the first time this downloads it) and starting it…", agent)
+	}
+	return fmt.Sprintf("starting %s: launching %s…", agent, filepath.Base(spec.Command))
 }
 
 // moveCursor records that the session of r's agent has seen everything up

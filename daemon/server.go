@@ -18,6 +18,7 @@ import (
 	"github.com/ochat-dev/ochat/agents"
 	"github.com/ochat-dev/ochat/history"
 	"github.com/ochat-dev/ochat/history/native"
+	"github.com/ochat-dev/ochat/procguard"
 )
 
 // Defaults of Options.
@@ -100,6 +101,10 @@ type Options struct {
 	PermissionTimeout time.Duration
 	// StartAgent starts agents; nil means agents.Start.
 	StartAgent StartAgentFunc
+	// AgentShim and ProcLedger are passed to every agent started
+	// (agents.Options.Shim and Ledger): no agent outlives the daemon.
+	AgentShim  string
+	ProcLedger *procguard.Ledger
 	// LoadRegistry returns the agent registry, called on every send and
 	// agents/list; nil means agents.LoadRegistry(UserConfigDir, Workspace).
 	LoadRegistry func() (AgentRegistry, error)

@@ -45,6 +45,7 @@ const (
 	NotifyPermission         = "ochat/permission"
 	NotifyPermissionResolved = "ochat/permissionResolved"
 	NotifyAgentState         = "ochat/agentState"
+	NotifyAgentProgress      = "ochat/agentProgress"
 	NotifyResync             = "ochat/resync"
 	NotifyFileChangeStatus   = "ochat/fileChangeStatus"
 )
@@ -390,6 +391,24 @@ type AgentStateParams struct {
 	ConversationID string `json:"conversationId"`
 	Agent          string `json:"agent"`
 	agents.State
+}
+
+// Stages of an ochat/agentProgress notification.
+const (
+	ProgressStarting = "starting" // the agent process is being spawned and initialized
+	ProgressSession  = "session"  // session/load, session/resume or session/new is running
+	ProgressReady    = "ready"    // the session is open; the prompt goes out next
+	ProgressFailed   = "failed"   // the start failed (the turn fails with the reason)
+)
+
+// AgentProgressParams are an ochat/agentProgress notification's params: what
+// the daemon is doing to get an agent ready for a turn, sent as it happens
+// (Message is one line for a status bar).
+type AgentProgressParams struct {
+	ConversationID string `json:"conversationId"`
+	Agent          string `json:"agent"`
+	Stage          string `json:"stage"`
+	Message        string `json:"message"`
 }
 
 // ResyncParams are an ochat/resync notification's params: the client fell

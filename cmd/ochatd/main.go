@@ -10,6 +10,7 @@ import (
 	"os"
 
 	"github.com/ochat-dev/ochat/daemon/cli"
+	"github.com/ochat-dev/ochat/procguard"
 )
 
 // version is set with -ldflags "-X main.version=…".
@@ -20,6 +21,13 @@ var version = "0.1.0-dev"
 var extraCommands []cli.Command
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == procguard.ShimArg {
+		// The daemon runs every agent under this shim (procguard).
+		os.Exit(procguard.RunShim(os.Args[2:]))
+	}
 	env := &cli.Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Version: version, Getenv: os.Getenv}
+	if exe, err := os.Executable(); err == nil {
+		env.Shim = exe
+	}
 	os.Exit(cli.Main(context.Background(), env, os.Args[1:], extraCommands...))
 }

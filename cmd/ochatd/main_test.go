@@ -14,11 +14,18 @@ import (
 
 	"github.com/ochat-dev/ochat/daemon"
 	"github.com/ochat-dev/ochat/transcript"
+
+	"github.com/ochat-dev/ochat/internal/testenv"
 )
 
 var ochatdBin, testagentBin string
 
 func TestMain(m *testing.M) {
+	cleanup, err := testenv.Hermetic()
+	if err != nil {
+		panic(err)
+	}
+	defer cleanup()
 	dir, err := os.MkdirTemp("", "ochatd-bin")
 	if err != nil {
 		panic(err)

@@ -356,7 +356,13 @@ func (t *chatTurn) run(ctx context.Context) int {
 	for {
 		n, ok := t.next()
 		if !ok {
-			return fail(t.env, "connection to the daemon ended before the turn did: %v", t.notesErr)
+			t.endReasoning()
+			t.newline()
+			code := fail(t.env, "connection to the daemon ended before the turn did: %v", t.notesErr)
+			// The daemon died mid-turn (killed, crashed): what it stored
+			// before is kept and marked interrupted at its next start.
+			fmt.Fprintf(t.stderrSafe(), "hint: the daemon stopped (its process ended); the answer so far is kept: ochatd show %s\n", t.res.ConversationID)
+			return code
 		}
 		switch n.Method {
 		case daemon.NotifyEvent:
@@ -393,6 +399,16 @@ func (t *chatTurn) run(ctx context.Context) int {
 			if code, done := t.queueChange(p); done {
 				return code
 			}
+		case daemon.NotifyAgentProgress:
+			// A slow start (npx download, adapter start, session/load)
+			// says what it is doing; "ready" needs no line.
+			var p daemon.AgentProgressParams
+			if err := json.Unmarshal(n.Params, &p); err != nil || p.ConversationID != t.res.ConversationID ||
+				p.Stage == daemon.ProgressReady || p.Stage == daemon.ProgressFailed || t.json {
+				continue
+			}
+			t.newline()
+			fmt.Fprintf(t.stderrSafe(), "ochatd: %s\n", p.Message)
 		case daemon.NotifyResync:
 			var p daemon.ResyncParams
 			if err := json.Unmarshal(n.Params, &p); err != nil || p.ConversationID != t.res.ConversationID {

@@ -38,6 +38,9 @@ type Env struct {
 	Version        string
 	// Getenv reads the environment (os.Getenv in main).
 	Getenv func(string) string
+	// Shim is the ochatd executable whose procguard.ShimArg subcommand the
+	// daemon runs every agent under; "" (tests) runs agents directly.
+	Shim string
 }
 
 // Main runs ochatd with args (without the program name) and returns the exit
@@ -65,6 +68,7 @@ func Main(ctx context.Context, env *Env, args []string, extra ...Command) int {
 		{"doctor", "check what ochat needs and say how to fix what is missing", runDoctorDaemon},
 	}
 	cmds = append(cmds, extra...)
+	args = workspaceFirst(args)
 	if len(args) == 0 {
 		usage(env.Stderr, cmds)
 		return 2
@@ -362,4 +366,20 @@ func call(ctx context.Context, cl *daemon.Client, timeout time.Duration, method 
 		}
 	}
 	return err
+}
+
+// workspaceFirst turns `--workspace DIR COMMAND ARGS` (the workspace given
+// before the command) into `COMMAND --workspace DIR ARGS`.
+func workspaceFirst(args []string) []string {
+	if len(args) == 0 {
+		return args
+	}
+	a := args[0]
+	switch {
+	case (a == "--workspace" || a == "-workspace") && len(args) >= 3:
+		return append([]string{args[2], a, args[1]}, args[3:]...)
+	case (strings.HasPrefix(a, "--workspace=") || strings.HasPrefix(a, "-workspace=")) && len(args) >= 2:
+		return append([]string{args[1], a}, args[2:]...)
+	}
+	return args
 }

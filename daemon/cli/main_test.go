@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/ochat-dev/ochat/internal/testenv"
 )
 
 // TestMain removes the scripted agent built once per test binary, so test
@@ -16,7 +18,12 @@ func TestMain(m *testing.M) {
 		env := &Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Version: "test", Getenv: os.Getenv}
 		os.Exit(Main(context.Background(), env, os.Args[1:]))
 	}
+	cleanup, err := testenv.Hermetic()
+	if err != nil {
+		panic(err)
+	}
 	code := m.Run()
+	cleanup()
 	if testagentErr == nil && testagentBin != "" {
 		os.RemoveAll(filepath.Dir(testagentBin))
 	}

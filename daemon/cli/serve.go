@@ -7,11 +7,13 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
 	"github.com/ochat-dev/ochat/daemon"
 	"github.com/ochat-dev/ochat/history"
+	"github.com/ochat-dev/ochat/procguard"
 )
 
 // runServe is `ochatd serve [--workspace DIR] [--idle 10m] [--log-level L]`:
@@ -103,7 +105,16 @@ func serve(ctx context.Context, env *Env, ws string, o daemon.Options, log *slog
 	} else {
 		defer daemon.RemoveRecord(rp, os.Getpid())
 	}
+	// Agents a dead daemon left (its shims killed too) are swept before
+	// any new one starts.
+	ledger := procguard.OpenLedger(filepath.Join(filepath.Dir(dbPath), "agents.pids"))
+	if killed, err := ledger.Sweep(); err != nil {
+		log.Warn("sweep agent processes of an earlier daemon", "err", err)
+	} else if len(killed) > 0 {
+		log.Info("killed agent process groups an earlier daemon left", "groups", killed)
+	}
 	o.Workspace, o.Store, o.Logger, o.Version = ws, st, log, env.Version
+	o.AgentShim, o.ProcLedger = env.Shim, ledger
 	srv := daemon.New(o)
 	srv.StartNative()
 	// The first SIGTERM/SIGINT stops gracefully (turns cancelled, clients

@@ -234,7 +234,7 @@ func printNative(w io.Writer, tr daemon.SessionReadResult) {
 		fmt.Fprintf(w, "\n[subagent %s of tool call %s: %d messages] %s\n", sa.AgentID, sa.ToolCallID, len(sa.Messages), oneLine(sa.Description))
 	}
 	if d := tr.Diagnostics; d.SkippedLines > 0 || len(d.Problems) > 0 {
-		fmt.Fprintf(w, "\n(%d lines skipped", d.SkippedLines)
+		fmt.Fprintf(w, "\n(%s skipped", plural(d.SkippedLines, "line", "lines"))
 		for _, p := range d.Problems {
 			fmt.Fprintf(w, "; %s", p)
 		}
@@ -344,4 +344,12 @@ func unknownConversationHint(ctx context.Context, env *Env, cl *daemon.Client, i
 		return strings.TrimPrefix(notFoundHint(env, cl.Init.Daemon), "; ")
 	}
 	return ""
+}
+
+// plural is "1 line", "2 lines" (n with the singular or plural word).
+func plural[N ~int | ~int64](n N, one, many string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, one)
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }

@@ -201,8 +201,19 @@ func Run(ctx context.Context, o Options) (err error) {
 		}
 	}
 	say("")
-	say("Next: configure a real agent (`ochatd agents` lists them) and run `ochatd chat \"your prompt\"` in a repository.")
+	say(nextStep(exec.LookPath))
 	return nil
+}
+
+// nextStep is the demo's last line. `go run ./cmd/ochatd demo` puts no
+// ochatd on PATH, so then it says how to get one or how to go on without.
+func nextStep(lookPath func(string) (string, error)) string {
+	if _, err := lookPath("ochatd"); err == nil {
+		return "Next: configure a real agent (`ochatd agents` lists them) and run `ochatd chat \"your prompt\"` in a repository."
+	}
+	return "Next: ochatd is not on your PATH (`go run` built a temporary binary). Install it with `go install ./cmd/ochatd` " +
+		"(it lands in $(go env GOPATH)/bin), or go on with `go run ./cmd/ochatd agents` to list real agents and " +
+		"`go run ./cmd/ochatd chat \"your prompt\"` in a repository."
 }
 
 // world is the demo's private environment.

@@ -20,6 +20,8 @@ import (
 	"github.com/ochat-dev/ochat/daemon"
 	"github.com/ochat-dev/ochat/internal/fakemodel"
 	"github.com/ochat-dev/ochat/transcript"
+
+	"github.com/ochat-dev/ochat/internal/testenv"
 )
 
 var (
@@ -54,7 +56,12 @@ func ochatd(t *testing.T) string {
 }
 
 func TestMain(m *testing.M) {
+	cleanup, err := testenv.Hermetic()
+	if err != nil {
+		panic(err)
+	}
 	code := m.Run()
+	cleanup()
 	if buildDir != "" {
 		os.RemoveAll(buildDir)
 	}

@@ -20,6 +20,8 @@ import (
 	"github.com/ochat-dev/ochat/daemon"
 	"github.com/ochat-dev/ochat/history"
 	"github.com/ochat-dev/ochat/transcript"
+
+	"github.com/ochat-dev/ochat/internal/testenv"
 )
 
 // fakeAgentEnv, when set, makes this test binary play a misbehaving ACP
@@ -34,7 +36,13 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv(fakeAgentEnv); mode != "" {
 		os.Exit(runFakeAgent(mode, os.Stdin, os.Stdout, os.Stderr))
 	}
+	cleanup, err := testenv.Hermetic()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	code := m.Run()
+	cleanup()
 	if binDir != "" {
 		os.RemoveAll(binDir)
 	}

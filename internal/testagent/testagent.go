@@ -79,6 +79,11 @@
 //	TESTAGENT_IGNORE_EOF=1   keep running after stdin ends
 //	TESTAGENT_CHILD_PIDFILE  start a child ("sleep 600", sharing stdout) and write its pid
 //	                         there, like an adapter whose child can outlive it
+//	TESTAGENT_CANCEL_SHIFT=1 behave like claude-agent-acp 0.23 after a cancel: the next
+//	                         prompt is answered end_turn at once with no update (the
+//	                         cancelled turn's stale idle), and from then on each prompt
+//	                         is answered with the previous prompt's turn, until the
+//	                         session is closed, resumed or loaded (a fresh stream)
 //	TESTAGENT_PROMPT_CAPS    the promptCapabilities initialize advertises: a comma list
 //	                         of image, audio, embeddedContext, or "none"; unset means
 //	                         embeddedContext only
@@ -118,6 +123,7 @@ type Options struct {
 	IgnoreTerm      bool          // ignore SIGTERM (only SIGKILL ends it)
 	IgnoreEOF       bool          // keep running after stdin ends
 	ChildPIDFile    string        // start a "sleep 600" child and write its pid here
+	CancelShift     bool          // answer one prompt behind after a cancel (claude-agent-acp 0.23)
 	// PromptCaps is what initialize advertises as promptCapabilities; nil
 	// means embeddedContext only.
 	PromptCaps *acp.PromptCapabilities
@@ -136,6 +142,7 @@ func OptionsFromEnv() Options {
 	o.IgnoreTerm = os.Getenv("TESTAGENT_IGNORE_TERM") == "1"
 	o.IgnoreEOF = os.Getenv("TESTAGENT_IGNORE_EOF") == "1"
 	o.ChildPIDFile = os.Getenv("TESTAGENT_CHILD_PIDFILE")
+	o.CancelShift = os.Getenv("TESTAGENT_CANCEL_SHIFT") == "1"
 	if v, ok := os.LookupEnv("TESTAGENT_PROMPT_CAPS"); ok {
 		o.PromptCaps = ParsePromptCaps(v)
 	}
@@ -257,6 +264,39 @@ type agent struct {
 	tap        chan string // answers to the UUIDPERM raw request
 	clientCaps acp.ClientCapabilities
 	toolSeq    int
+	// CancelShift: sessions whose cancelled turn left a stale answer, and
+	// the prompt each shifted session still owes an answer to.
+	stale   map[string]bool
+	backlog map[string]acp.PromptRequest
+}
+
+// freshStream forgets the cancel shift of a session (close, load, resume).
+func (a *agent) freshStream(id string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.stale, id)
+	delete(a.backlog, id)
+}
+
+// shift applies CancelShift to prompt p: stale reports that p is answered
+// at once; otherwise p is replaced by the prompt still owed an answer.
+func (a *agent) shift(p acp.PromptRequest) (acp.PromptRequest, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.stale == nil {
+		a.stale, a.backlog = map[string]bool{}, map[string]acp.PromptRequest{}
+	}
+	id := string(p.SessionId)
+	if a.stale[id] {
+		delete(a.stale, id)
+		a.backlog[id] = p
+		return p, true
+	}
+	if prev, ok := a.backlog[id]; ok {
+		a.backlog[id] = p
+		return prev, false
+	}
+	return p, false
 }
 
 var (
@@ -336,6 +376,13 @@ func (a *agent) CloseSession(ctx context.Context, p acp.CloseSessionRequest) (ac
 	defer a.mu.Unlock()
 	if a.sessions[string(p.SessionId)] == nil {
 		return acp.CloseSessionResponse{}, &acp.RequestError{Code: -32002, Message: "Resource not found: session " + string(p.SessionId)}
+	}
+	delete(a.stale, string(p.SessionId))
+	delete(a.backlog, string(p.SessionId))
+	if a.opt.CancelShift {
+		// Like claude-agent-acp: close ends the stream, the transcript stays
+		// and can be resumed.
+		return acp.CloseSessionResponse{}, nil
 	}
 	delete(a.sessions, string(p.SessionId))
 	a.saveLocked()
@@ -450,6 +497,7 @@ func (a *agent) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (acp.
 	if err != nil {
 		return acp.LoadSessionResponse{}, err
 	}
+	a.freshStream(s.ID)
 	if a.opt.ReplayAfterLoad {
 		go func() {
 			time.Sleep(20 * time.Millisecond)
@@ -473,6 +521,7 @@ func (a *agent) ResumeSession(ctx context.Context, p acp.ResumeSessionRequest) (
 	if err != nil {
 		return acp.ResumeSessionResponse{}, err
 	}
+	a.freshStream(s.ID)
 	resp := acp.ResumeSessionResponse{Modes: modes(s)}
 	if a.opt.NoConfig {
 		resp.Models = legacyModels(s)
@@ -602,6 +651,12 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 	if err != nil {
 		return acp.PromptResponse{}, err
 	}
+	if a.opt.CancelShift {
+		var stale bool
+		if p, stale = a.shift(p); stale {
+			return acp.PromptResponse{StopReason: acp.StopReasonEndTurn}, nil
+		}
+	}
 	text := promptText(p.Prompt)
 	last := lastText(p.Prompt)
 	word, rest, _ := strings.Cut(strings.TrimSpace(last), " ")
@@ -610,6 +665,11 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 	stop, err := a.scenario(ctx, s, out, word, rest, last, text, p.Prompt)
 	if err != nil {
 		return acp.PromptResponse{}, err
+	}
+	if a.opt.CancelShift && stop == acp.StopReasonCancelled {
+		a.mu.Lock()
+		a.stale[s.ID] = true
+		a.mu.Unlock()
 	}
 	a.mu.Lock()
 	s.Turns = append(s.Turns, turn{User: text, Agent: out.sb.String()})
