@@ -98,41 +98,50 @@ func setupExtraAgent(t *testing.T, name string, s *fakemodel.Server, in demo.Ins
 	return a
 }
 
-// e2ePackage pins both adapters (npm/package.json + npm/package-lock.json).
+// e2ePackage pins the current adapters (npm/package.json + lock):
+// @agentclientprotocol/claude-agent-acp and @agentclientprotocol/codex-acp.
 func e2ePackage(t *testing.T) demo.NPMPackage {
 	t.Helper()
 	return readPackage(t, "e2e", "npm")
 }
 
-var (
-	installOnce sync.Once
-	installed   demo.Install
-	installErr  error
-)
+// installCache installs (or reuses from the cache) one pinned package at
+// most once per test binary.
+type installCache struct {
+	once sync.Once
+	in   demo.Install
+	err  error
+}
 
-// adapters installs (or reuses from the cache) the pinned adapters once
-// per test binary.
-func adapters(t *testing.T) demo.Install {
+func (c *installCache) get(t *testing.T, name, dir string) demo.Install {
 	t.Helper()
-	installOnce.Do(func() {
+	c.once.Do(func() {
 		cache, err := demo.CacheDir()
 		if err != nil {
-			installErr = err
+			c.err = err
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
-		var log bytes.Buffer
-		installed, installErr = e2ePackage(t).Install(ctx, cache, &log)
-		if installErr == nil {
-			t.Logf("metric: adapters install reused=%v took %v (%s)", installed.Reused, installed.Duration.Round(time.Millisecond), installed.Dir)
+		c.in, c.err = readPackage(t, name, dir).Install(ctx, cache, nil)
+		if c.err == nil {
+			t.Logf("metric: %s install reused=%v took %v (%s)", name, c.in.Reused, c.in.Duration.Round(time.Millisecond), c.in.Dir)
 		}
 	})
-	if installErr != nil {
-		t.Fatal(installErr)
+	if c.err != nil {
+		t.Fatal(c.err)
 	}
-	return installed
+	return c.in
 }
+
+var current, legacy installCache
+
+// adapters installs (or reuses) the current Claude and Codex adapters.
+func adapters(t *testing.T) demo.Install { return current.get(t, "e2e", "npm") }
+
+// legacyAdapters installs (or reuses) the older @zed-industries releases
+// (claude-agent-acp 0.23.1, codex-acp 0.16.0) that users still run.
+func legacyAdapters(t *testing.T) demo.Install { return legacy.get(t, "e2e-legacy", "npm-legacy") }
 
 // fakeModel starts a fake model server for one test.
 func fakeModel(t *testing.T) *fakemodel.Server {
@@ -183,7 +192,15 @@ func setupAgent(t *testing.T, name string, s *fakemodel.Server, in demo.Install,
 		if err == nil {
 			// "untrusted" asks before every patch; "danger-full-access"
 			// because the Linux sandbox cannot run in containers.
-			a.env, err = s.CodexEnv(filepath.Join(root, "codex-home"), home, "untrusted", "danger-full-access")
+			// codex 0.137 (codex-acp 0.16): "untrusted" asks before every
+			// patch, "danger-full-access" because the Linux sandbox cannot
+			// run in containers. codex 0.166 (codex-acp 2.x) refuses
+			// "untrusted"; its "read-only" mode asks before every write.
+			approval, sandbox := "on-request", "read-only"
+			if strings.Contains(strings.Join(a.args, " ")+a.command, "@zed-industries") {
+				approval, sandbox = "untrusted", "danger-full-access"
+			}
+			a.env, err = s.CodexEnv(filepath.Join(root, "codex-home"), home, approval, sandbox)
 			// Keep codex's helper binaries out of /tmp (it warns there).
 			a.env["TMPDIR"] = filepath.Join(home, "tmp")
 			os.MkdirAll(a.env["TMPDIR"], 0o700)
