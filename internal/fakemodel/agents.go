@@ -150,3 +150,41 @@ func (s *Server) GeminiEnv(home string) (map[string]string, error) {
 	return map[string]string{"HOME": home, "GEMINI_API_KEY": "fake-gemini-key",
 		"GOOGLE_GEMINI_BASE_URL": s.URL(), "GEMINI_CLI_NO_RELAUNCH": "true"}, nil
 }
+
+// PiModel is the model id PiEnv configures for pi and Oh My Pi.
+const PiModel = "fake-model"
+
+// PiEnv writes a "fake" provider (OpenAI chat completions at s) and makes
+// it the default model in agentDir, the agent folder of pi
+// ($HOME/.pi/agent: models.json, settings.json) or Oh My Pi
+// ($HOME/.omp/agent: models.yml, config.yml); which one is told by the
+// folder name. It returns HOME and the agent-dir variable.
+func (s *Server) PiEnv(home, agentDir string) (map[string]string, error) {
+	if err := os.MkdirAll(agentDir, 0o700); err != nil {
+		return nil, fmt.Errorf("fakemodel: create pi agent dir: %w", err)
+	}
+	base := s.URL() + "/v1"
+	files := map[string]string{}
+	env := map[string]string{"HOME": home, "FAKE_LLM_API_KEY": "sk-fake"}
+	if filepath.Base(filepath.Dir(agentDir)) == ".omp" {
+		files["models.yml"] = fmt.Sprintf("providers:\n  fake:\n    baseUrl: %q\n    api: openai-completions\n    apiKey: sk-fake\n"+
+			"    compat:\n      supportsDeveloperRole: false\n      supportsReasoningEffort: false\n"+
+			"    models:\n      - id: %s\n        name: Fake Model\n        contextWindow: 128000\n        maxTokens: 4096\n", base, PiModel)
+		files["config.yml"] = fmt.Sprintf("modelRoles:\n  default: fake/%s\n  smol: fake/%s\n  slow: fake/%s\nquietStartup: true\n", PiModel, PiModel, PiModel)
+	} else {
+		models, _ := json.Marshal(map[string]any{"providers": map[string]any{"fake": map[string]any{
+			"baseUrl": base, "api": "openai-completions", "apiKey": "sk-fake",
+			"compat": map[string]any{"supportsDeveloperRole": false, "supportsReasoningEffort": false},
+			"models": []any{map[string]any{"id": PiModel, "name": "Fake Model", "contextWindow": 128000, "maxTokens": 4096}},
+		}}})
+		files["models.json"] = string(models)
+		files["settings.json"] = fmt.Sprintf(`{"defaultProvider":"fake","defaultModel":%q,"quietStartup":true}`, PiModel)
+		env["PI_CODING_AGENT_DIR"] = agentDir
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(agentDir, name), []byte(content), 0o600); err != nil {
+			return nil, fmt.Errorf("fakemodel: write %s: %w", name, err)
+		}
+	}
+	return env, nil
+}
