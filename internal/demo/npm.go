@@ -23,6 +23,12 @@ type NPMPackage struct {
 	Name        string // short name, used in the cache folder name
 	PackageJSON []byte
 	Lock        []byte
+	// LockedInstall runs `npm install --no-save` on the lock instead of
+	// `npm ci`, for a lock npm ci refuses because a dependency lists
+	// optional platform packages that were never published (Oh My Pi's
+	// @oh-my-pi/pi-natives 18.2.3 has only -linux-x64): the locked
+	// versions are still the ones installed.
+	LockedInstall bool
 }
 
 //go:embed npm/package.json
@@ -101,14 +107,18 @@ func (p NPMPackage) Install(ctx context.Context, cacheRoot string, log io.Writer
 		log = io.Discard
 	}
 	var tail bytes.Buffer
-	cmd := exec.CommandContext(ctx, npm, "ci", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error")
+	args := []string{"ci"}
+	if p.LockedInstall {
+		args = []string{"install", "--no-save"}
+	}
+	cmd := exec.CommandContext(ctx, npm, append(args, "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error")...)
 	cmd.Dir = tmp
 	cmd.Stdout = io.MultiWriter(log, &tail)
 	cmd.Stderr = io.MultiWriter(log, &tail)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	if err := cmd.Run(); err != nil {
-		return Install{}, fmt.Errorf("install %s adapters: npm ci in %s: %w\n%s", p.Name, tmp, err, clip(tail.Bytes(), 1500))
+		return Install{}, fmt.Errorf("install %s adapters: npm %s in %s: %w\n%s", p.Name, args[0], tmp, err, clip(tail.Bytes(), 1500))
 	}
 	if err := os.WriteFile(filepath.Join(tmp, stampFile), []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o644); err != nil {
 		return Install{}, fmt.Errorf("install %s adapters: %w", p.Name, err)

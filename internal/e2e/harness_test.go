@@ -327,7 +327,8 @@ func (c *installCache) prefetch(name, dir string) {
 			c.err = err
 			return
 		}
-		c.in, c.err = demo.NPMPackage{Name: name, PackageJSON: pj, Lock: lock}.Install(ctx, cache, nil)
+		// npm-pi's lock cannot pass npm ci (demo.NPMPackage.LockedInstall).
+		c.in, c.err = demo.NPMPackage{Name: name, PackageJSON: pj, Lock: lock, LockedInstall: dir == "npm-pi"}.Install(ctx, cache, nil)
 	})
 }
 

@@ -37,8 +37,7 @@ func seedSetup(t *testing.T, name string, s *fakemodel.Server, root string) agen
 // seedBlocked names the built-ins not yet run live, and why; every entry
 // is a known gap (docs/real-agents.md, "Not yet live"), never a silent skip.
 var seedBlocked = map[string]string{
-	"pi":  "npm-pi's lock does not pass `npm ci` (@oh-my-pi/pi-natives lists platform packages the lock leaves out), so pi-acp + pi 1.6 has not been installed by the harness or run against the fake model yet",
-	"omp": "same install blocker as pi (npm-pi/); omp acp under the pinned bun 1.4.5 has not been run against the fake model yet",
+	"omp": "omp acp 18.2.3 under bun 1.4.5 runs every turn against the fake model, but it writes the file without a session/request_permission and reports no diff, so the permission and fileChange checks fail; see docs/real-agents.md",
 }
 
 // modelAPI is the dialect each agent speaks to the fake model.
@@ -67,14 +66,14 @@ func TestSeedAgents(t *testing.T) {
 	for _, p := range []struct {
 		c         *installCache
 		name, dir string
-	}{{&current, "e2e", "npm"}, {&extra, "e2e-extra", "npm-extra"}} {
+	}{{&current, "e2e", "npm"}, {&extra, "e2e-extra", "npm-extra"}, {&piPkg, "e2e-pi", "npm-pi"}} {
 		wg.Add(1)
 		go func() { defer wg.Done(); p.c.prefetch(p.name, p.dir) }()
 	}
 	wg.Wait()
 	for _, name := range seedAgents {
 		t.Run(name, func(t *testing.T) {
-			if reason, ok := seedBlocked[name]; ok {
+			if reason, ok := seedBlocked[name]; ok && os.Getenv("OCHAT_E2E_TRY_BLOCKED") == "" {
 				t.Skip("BLOCKED: " + reason)
 			}
 			seedAgent(t, name)
@@ -128,8 +127,14 @@ func seedAgent(t *testing.T, name string) {
 	t2 := runTurn(ctx, t, c, conv, name, "WRITE_FILE "+target, a.allowKind, nil)
 	metric(t, name+" seed write turn (with permission)", time.Since(start))
 	ended(t2, "write", "end_turn")
-	if len(t2.perms) != 1 {
-		t.Errorf("%s: permission requests %d, want 1", name, len(t2.perms))
+	// pi has no permission prompts (by design); every other built-in asks
+	// once before the write.
+	wantPerms := 1
+	if name == "pi" {
+		wantPerms = 0
+	}
+	if len(t2.perms) != wantPerms {
+		t.Errorf("%s: permission requests %d, want %d", name, len(t2.perms), wantPerms)
 	}
 	if b, err := os.ReadFile(target); err != nil || string(b) != fakemodel.FileContent {
 		t.Errorf("%s: file on disk %q, %v", name, b, err)
