@@ -34,11 +34,15 @@ func seedSetup(t *testing.T, name string, s *fakemodel.Server, root string) agen
 	return agentSetup{}
 }
 
-// seedBlocked names the built-ins not yet run live, and why; every entry
-// is a known gap (docs/real-agents.md, "Not yet live"), never a silent skip.
-var seedBlocked = map[string]string{
-	"omp": "omp acp 18.2.3 under bun 1.4.5 runs every turn against the fake model, but it writes the file without a session/request_permission and reports no diff, so the permission and fileChange checks fail; see docs/real-agents.md",
-}
+// noWritePermission are the agents that create a new file without asking:
+// pi has no permission prompts at all; Oh My Pi 18.2 gates only bash, edit,
+// delete and move over ACP, not write.
+var noWritePermission = map[string]bool{"pi": true, "omp": true}
+
+// noDiff are the agents whose write reports no diff (Oh My Pi sends only
+// the tool's locations), so ochat has no fileChange to show for it; the
+// file on disk is still checked. docs/real-agents.md lists this gap.
+var noDiff = map[string]bool{"omp": true}
 
 // modelAPI is the dialect each agent speaks to the fake model.
 var modelAPI = map[string]fakemodel.API{
@@ -56,7 +60,8 @@ var modelAPI = map[string]fakemodel.API{
 // cancelled, then a further turn; a turn after a daemon restart (the daemon
 // reopens the agent's session with session/load); and a handoff of the
 // conversation to another agent, which must be shown the turns it had not
-// seen. Nothing is skipped: an agent that cannot run fails.
+// seen. Nothing is skipped: an agent that cannot run fails. Known
+// differences between agents are the maps below.
 func TestSeedAgents(t *testing.T) {
 	need(t)
 	ochatd(t)
@@ -72,12 +77,7 @@ func TestSeedAgents(t *testing.T) {
 	}
 	wg.Wait()
 	for _, name := range seedAgents {
-		t.Run(name, func(t *testing.T) {
-			if reason, ok := seedBlocked[name]; ok && os.Getenv("OCHAT_E2E_TRY_BLOCKED") == "" {
-				t.Skip("BLOCKED: " + reason)
-			}
-			seedAgent(t, name)
-		})
+		t.Run(name, func(t *testing.T) { seedAgent(t, name) })
 	}
 }
 
@@ -127,10 +127,8 @@ func seedAgent(t *testing.T, name string) {
 	t2 := runTurn(ctx, t, c, conv, name, "WRITE_FILE "+target, a.allowKind, nil)
 	metric(t, name+" seed write turn (with permission)", time.Since(start))
 	ended(t2, "write", "end_turn")
-	// pi has no permission prompts (by design); every other built-in asks
-	// once before the write.
 	wantPerms := 1
-	if name == "pi" {
+	if noWritePermission[name] {
 		wantPerms = 0
 	}
 	if len(t2.perms) != wantPerms {
@@ -139,7 +137,9 @@ func seedAgent(t *testing.T, name string) {
 	if b, err := os.ReadFile(target); err != nil || string(b) != fakemodel.FileContent {
 		t.Errorf("%s: file on disk %q, %v", name, b, err)
 	}
-	if _, files := t2.activities(); len(files) != 1 || files[0].Path != target {
+	if _, files := t2.activities(); noDiff[name] {
+		t.Logf("%s reports no diff for its write: no fileChange expected (known gap)", name)
+	} else if len(files) != 1 || files[0].Path != target {
 		t.Errorf("%s: fileChange segments %+v, want one for %s", name, files, target)
 	}
 	if !strings.Contains(t2.text, "Done: created "+target) {
