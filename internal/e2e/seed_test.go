@@ -133,6 +133,11 @@ func seedAgent(t *testing.T, name string) {
 	}
 	if len(t2.perms) != wantPerms {
 		t.Errorf("%s: permission requests %d, want %d", name, len(t2.perms), wantPerms)
+	} else if wantPerms == 1 {
+		// The question shows what will be written.
+		if fc := t2.perms[0].FileChanges; len(fc) != 1 || fc[0].Path != target {
+			t.Errorf("%s: permission fileChanges %+v, want one for %s", name, fc, target)
+		}
 	}
 	if b, err := os.ReadFile(target); err != nil || string(b) != fakemodel.FileContent {
 		t.Errorf("%s: file on disk %q, %v", name, b, err)
