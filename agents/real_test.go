@@ -51,7 +51,7 @@ func TestRealAgents(t *testing.T) {
 			return fm.ClaudeEnv(t.TempDir())
 		}},
 		{name: "codex", bin: "codex-acp", load: true, env: func(t *testing.T) map[string]string {
-			env, err := fm.CodexEnv(t.TempDir(), t.TempDir(), "untrusted", "danger-full-access")
+			env, err := fm.CodexEnv(t.TempDir(), t.TempDir(), "on-request", "read-only")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -126,19 +126,31 @@ type Status struct {
 	// file that defines or overrides it is not trusted (or changed since);
 	// Reason says so and Install says how to trust it.
 	Untrusted bool `json:"untrusted,omitempty"`
+	// State is ready, notInstalled, notLoggedIn, unavailable or untrusted
+	// (see State); only "ready" means it can start and run a turn now.
+	State Readiness `json:"state"`
+	// DownloadMB is about how much npx downloads on first start
+	// (notInstalled).
+	DownloadMB int `json:"downloadMB,omitempty"`
+	// Login is what to do to log in (notLoggedIn).
+	Login string `json:"login,omitempty"`
 }
 
 // MarshalJSON encodes the status flat, env values redacted.
 func (s Status) MarshalJSON() ([]byte, error) {
 	type flat struct {
 		specJSON
-		Available bool   `json:"available"`
-		Reason    string `json:"reason,omitempty"`
-		Install   string `json:"install,omitempty"`
-		Note      string `json:"note,omitempty"`
-		Untrusted bool   `json:"untrusted,omitempty"`
+		Available  bool      `json:"available"`
+		Reason     string    `json:"reason,omitempty"`
+		Install    string    `json:"install,omitempty"`
+		Note       string    `json:"note,omitempty"`
+		Untrusted  bool      `json:"untrusted,omitempty"`
+		State      Readiness `json:"state"`
+		DownloadMB int       `json:"downloadMB,omitempty"`
+		Login      string    `json:"login,omitempty"`
 	}
-	f := flat{specJSON: specJSON(s.Spec), Available: s.Available, Reason: s.Reason, Install: s.Install, Note: s.Note, Untrusted: s.Untrusted}
+	f := flat{specJSON: specJSON(s.Spec), Available: s.Available, Reason: s.Reason, Install: s.Install, Note: s.Note, Untrusted: s.Untrusted,
+		State: s.State, DownloadMB: s.DownloadMB, Login: s.Login}
 	f.Env = redactedEnv(s.Env)
 	return json.Marshal(f)
 }
@@ -148,6 +160,9 @@ func (s Status) String() string {
 	out := s.Spec.String()
 	if s.Available {
 		out += " available"
+		if s.State != "" && s.State != StateReady {
+			out += ", " + s.stateLine()
+		}
 	} else {
 		out += " unavailable: " + s.Reason
 		if s.Install != "" {
@@ -165,26 +180,35 @@ type builtin struct {
 	name    string
 	command string
 	args    []string
-	npmPkg  string // pinned package for the npx fallback
+	npmPkg  string   // pinned package for the npx fallback
+	npxPkgs []string // more packages npx must fetch beside it (pi-acp runs pi)
 	npxArgs []string
+	needs   string // a program the npx fallback needs on PATH ("bun"), "" for none
 	install string
 	fs      *bool
 	login   string // what the agent needs besides the command ("a Claude login")
+	// downloadMB is about what the npx fallback downloads (installed
+	// size of the pinned package, measured 2026-12-01).
+	downloadMB int
 }
 
 var falseVal = false
 
 // builtins are the agents known without settings, in List order. Versions are
-// the ones tested offline (research/real-agents, 2026-11-30).
+// the ones tested offline (internal/e2e TestSeedAgents, docs/real-agents.md).
 var builtins = []builtin{
-	{name: "claude", command: "claude-agent-acp", npmPkg: "@zed-industries/claude-agent-acp@0.23.1",
-		install: "npm i -g @zed-industries/claude-agent-acp@0.23.1", login: "a Claude login"},
-	{name: "codex", command: "codex-acp", npmPkg: "@zed-industries/codex-acp@0.16.0",
-		install: "npm i -g @zed-industries/codex-acp@0.16.0", login: "a Codex login"},
+	{name: "claude", command: "claude-agent-acp", npmPkg: "@agentclientprotocol/claude-agent-acp@0.101.0",
+		install: "npm i -g @agentclientprotocol/claude-agent-acp", login: "a Claude login", downloadMB: 370},
+	{name: "codex", command: "codex-acp", npmPkg: "@agentclientprotocol/codex-acp@2.6.0",
+		install: "npm i -g @agentclientprotocol/codex-acp", login: "a Codex login", downloadMB: 450},
 	{name: "gemini", command: "gemini", args: []string{"--acp"}, npmPkg: "@google/gemini-cli@0.61.0", npxArgs: []string{"--acp"},
-		install: "npm i -g @google/gemini-cli", fs: &falseVal, login: "a Gemini login"},
+		install: "npm i -g @google/gemini-cli", fs: &falseVal, login: "a Gemini login", downloadMB: 100},
 	{name: "opencode", command: "opencode", args: []string{"acp"}, npmPkg: "opencode-ai@1.18.33", npxArgs: []string{"acp"},
-		install: "npm i -g opencode-ai", login: "a provider configured in opencode"},
+		install: "npm i -g opencode-ai", login: "a provider configured in opencode", downloadMB: 350},
+	{name: "pi", command: "pi-acp", npmPkg: "pi-acp@0.0.34", npxPkgs: []string{"@earendil-works/pi-coding-agent@1.6.0"},
+		install: "npm i -g pi-acp @earendil-works/pi-coding-agent", login: "a provider login in pi", downloadMB: 120},
+	{name: "omp", command: "omp", args: []string{"acp"}, npmPkg: "@oh-my-pi/pi-coding-agent@18.2.3", npxArgs: []string{"acp"}, needs: "bun",
+		install: "bun install -g @oh-my-pi/pi-coding-agent (needs Bun 1.3.14 or later: npm i -g bun)", login: "a provider login in omp", downloadMB: 250},
 }
 
 // Registry is the merged set of agents a workspace can use.
@@ -192,6 +216,8 @@ type Registry struct {
 	statuses []Status // List order
 	files    []string // settings files applied
 	lookPath func(string) (string, error)
+	getenv   func(string) string
+	home     string
 
 	wsSettings string     // the workspace settings file, "" if none
 	wsState    TrustState // its trust
@@ -238,6 +264,11 @@ type RegistryOptions struct {
 	Trust *TrustStore
 	// LookPath finds commands; nil means exec.LookPath.
 	LookPath func(string) (string, error)
+	// Getenv and Home are where built-ins' logins are looked for (API-key
+	// variables, login files under HOME); nil and "" mean os.Getenv and
+	// os.UserHomeDir().
+	Getenv func(string) string
+	Home   string
 }
 
 // settingsEntry is one agent_servers entry of a settings.json (Zed's
@@ -253,7 +284,7 @@ type settingsEntry struct {
 // the workspace: its settings apply without consulting a TrustStore. The
 // daemon and the CLI use NewRegistry.
 //
-// It merges built-ins (claude, codex, gemini, opencode),
+// It merges built-ins (claude, codex, gemini, opencode, pi, omp),
 // $userConfigDir/ochat/settings.json and <workspace>/.ochat/settings.json
 // ({"agent_servers":{"NAME":{"command","args","env"}}}), workspace winning.
 // userConfigDir is normally os.UserConfigDir() ($XDG_CONFIG_HOME). Settings
@@ -285,7 +316,9 @@ func NewRegistry(o RegistryOptions) (*Registry, error) {
 
 // loadRegistry is LoadRegistry with a PATH lookup of the caller's choosing.
 func loadRegistry(userConfigDir, workspace string, lookPath func(string) (string, error)) (*Registry, error) {
-	return buildRegistry(RegistryOptions{UserConfigDir: userConfigDir, Workspace: workspace, LookPath: lookPath}, true)
+	// Hermetic: no login is found from the test's own environment.
+	return buildRegistry(RegistryOptions{UserConfigDir: userConfigDir, Workspace: workspace, LookPath: lookPath,
+		Getenv: func(string) string { return "" }}, true)
 }
 
 func buildRegistry(o RegistryOptions, trustAll bool) (*Registry, error) {
@@ -294,7 +327,15 @@ func buildRegistry(o RegistryOptions, trustAll bool) (*Registry, error) {
 	if lookPath == nil {
 		lookPath = exec.LookPath
 	}
-	r := &Registry{lookPath: lookPath}
+	r := &Registry{lookPath: lookPath, getenv: o.Getenv, home: o.Home}
+	if r.getenv == nil {
+		r.getenv = os.Getenv
+	}
+	if r.home == "" && o.Getenv == nil {
+		r.home, _ = os.UserHomeDir()
+	} else if r.home == "" {
+		r.home = r.getenv("HOME")
+	}
 	held := map[string]string{} // names held back by an untrusted workspace file → what trusting it would change ("" for a new agent)
 	specs := map[string]*Spec{}
 	var order []string
@@ -404,6 +445,7 @@ func buildRegistry(o RegistryOptions, trustAll bool) (*Registry, error) {
 				Reason:    reason,
 				Install:   trustInstall(workspace),
 				Untrusted: true,
+				State:     StateUntrusted,
 			})
 			continue
 		}
@@ -613,32 +655,77 @@ func SettingsAgents(content []byte) ([]Spec, error) {
 	return out, nil
 }
 
-// status decides whether spec can start.
+// status decides whether spec can start, and its State.
 func (r *Registry) status(spec Spec) Status {
-	st := Status{Spec: spec}
-	var b *builtin
+	st := r.startable(spec)
+	switch {
+	case !st.Available:
+		st.State = StateUnavailable
+	case st.Source == "builtin" || builtinNamed(spec.Name, spec.Command) != nil:
+		st.State = StateReady
+		if st.Command == "npx" {
+			st.State = StateNotInstalled
+		}
+		if !loggedIn(spec.Name, spec.Env, r.getenv, r.home) {
+			// Not logged in outranks not installed: installing alone
+			// would not make it work.
+			st.State, st.Login = StateNotLoggedIn, loginFix(spec.Name)
+		}
+	default:
+		st.State = StateReady
+	}
+	return st
+}
+
+// builtinNamed is the built-in with this name still running its own
+// command, nil if none.
+func builtinNamed(name, command string) *builtin {
 	for i := range builtins {
-		if builtins[i].name == spec.Name && builtins[i].command == spec.Command {
-			b = &builtins[i]
+		if builtins[i].name == name && builtins[i].command == command {
+			return &builtins[i]
 		}
 	}
+	return nil
+}
+
+// startable decides whether spec can start: on PATH, or a built-in through
+// npx.
+func (r *Registry) startable(spec Spec) Status {
+	st := Status{Spec: spec}
+	b := builtinNamed(spec.Name, spec.Command)
 	if _, err := r.lookPath(spec.Command); err == nil {
 		st.Available = true
 		return st
 	}
 	if b != nil {
 		st.Install = b.install
-		if _, err := r.lookPath("npx"); err == nil {
+		_, errNpx := r.lookPath("npx")
+		_, errNeeds := r.lookPath(b.needs)
+		switch {
+		case errNpx != nil:
+			st.Reason = fmt.Sprintf("%s is not on PATH and npx (Node.js) is not installed", b.command)
+		case b.needs != "" && errNeeds != nil:
+			st.Reason = fmt.Sprintf("%s is not on PATH, and its npx fallback needs %s, which is not installed either", b.command, b.needs)
+		default:
 			st.Command = "npx"
-			st.Args = append([]string{"-y", b.npmPkg}, b.npxArgs...)
+			st.Args = []string{"-y"}
+			if len(b.npxPkgs) > 0 {
+				st.Args = append(st.Args, "-p", b.npmPkg)
+				for _, p := range b.npxPkgs {
+					st.Args = append(st.Args, "-p", p)
+				}
+				st.Args = append(st.Args, b.command)
+			} else {
+				st.Args = append(st.Args, b.npmPkg)
+			}
+			st.Args = append(st.Args, b.npxArgs...)
 			st.Available = true
+			st.DownloadMB = b.downloadMB
 			st.Note = fmt.Sprintf("via npx: first start downloads %s", b.npmPkg)
 			if b.login != "" {
 				st.Note += "; needs " + b.login
 			}
-			return st
 		}
-		st.Reason = fmt.Sprintf("%s is not on PATH and npx (Node.js) is not installed", b.command)
 		return st
 	}
 	field := "agent_servers." + spec.Name
@@ -673,7 +760,7 @@ func sourceFile(source string) string {
 }
 
 // List returns every agent: the built-ins in a fixed order (claude, codex,
-// gemini, opencode), then configured ones in name order.
+// gemini, opencode, pi, omp), then configured ones in name order.
 func (r *Registry) List() []Status {
 	return slices.Clone(r.statuses)
 }
@@ -705,11 +792,15 @@ func (r *Registry) Lookup(name string) (Spec, error) {
 	return Spec{}, errors.New(msg)
 }
 
-// Default returns the first available agent name in List order, "" if none.
+// Default returns the first agent in List order that can run a turn now
+// (ready); failing that the first that npx would fetch, then the first
+// that starts at all; "" if none can start.
 func (r *Registry) Default() string {
-	for _, st := range r.statuses {
-		if st.Available {
-			return st.Name
+	for _, want := range []Readiness{StateReady, StateNotInstalled, ""} {
+		for _, st := range r.statuses {
+			if st.Available && (want == "" || st.State == want) {
+				return st.Name
+			}
 		}
 	}
 	return ""

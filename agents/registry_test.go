@@ -59,7 +59,7 @@ func TestRegistryBuiltins(t *testing.T) {
 		defaultA string
 	}{
 		{"on PATH", []string{"claude-agent-acp"}, "claude", true, "claude-agent-acp", "", false, "<nil>", "claude"},
-		{"npx fallback", []string{"npx"}, "codex", true, "npx", "-y @zed-industries/codex-acp@0.16.0", true, "<nil>", "claude"},
+		{"npx fallback", []string{"npx"}, "codex", true, "npx", "-y @agentclientprotocol/codex-acp@2.6.0", true, "<nil>", "claude"},
 		{"gemini flags", []string{"gemini"}, "gemini", true, "gemini", "--acp", false, "false", "gemini"},
 		{"gemini npx", []string{"npx"}, "gemini", true, "npx", "-y @google/gemini-cli@0.61.0 --acp", true, "false", "claude"},
 		{"opencode", []string{"opencode"}, "opencode", true, "opencode", "acp", false, "<nil>", "opencode"},
@@ -75,7 +75,7 @@ func TestRegistryBuiltins(t *testing.T) {
 			for _, s := range r.List() {
 				names = append(names, s.Name)
 			}
-			if strings.Join(names, ",") != "claude,codex,gemini,opencode" {
+			if strings.Join(names, ",") != "claude,codex,gemini,opencode,pi,omp" {
 				t.Errorf("order = %v", names)
 			}
 			s := statusOf(t, r, tt.agent)
@@ -132,7 +132,7 @@ func TestRegistryMerge(t *testing.T) {
 	for _, s := range r.List() {
 		names = append(names, s.Name)
 	}
-	if got := strings.Join(names, ","); got != "claude,codex,gemini,opencode,mine,pi" {
+	if got := strings.Join(names, ","); got != "claude,codex,gemini,opencode,pi,omp,mine" {
 		t.Errorf("order = %s", got)
 	}
 	claude := statusOf(t, r, "claude")
@@ -199,7 +199,7 @@ func TestRegistryBrokenSettings(t *testing.T) {
 	}
 	// A typo in the user file leaves the built-ins and the workspace's agents.
 	user, ws := t.TempDir(), t.TempDir()
-	writeSettings(t, filepath.Join(user, "ochat", "settings.json"), `{"agent_servers": {"pi": {"command": "pi-acp"`)
+	writeSettings(t, filepath.Join(user, "ochat", "settings.json"), `{"agent_servers": {"mypi": {"command": "pi-acp"`)
 	writeSettings(t, filepath.Join(ws, ".ochat", "settings.json"), `{"agent_servers": {"mine": {"command": "mine-acp"}}}`)
 	r, err := loadRegistry(user, ws, fakePath("claude-agent-acp", "mine-acp", "pi-acp"))
 	if err != nil {
@@ -208,7 +208,7 @@ func TestRegistryBrokenSettings(t *testing.T) {
 	if _, err := r.Lookup("mine"); err != nil {
 		t.Errorf("workspace agent after a broken user file: %v", err)
 	}
-	if _, err := r.Lookup("pi"); err == nil || !strings.Contains(err.Error(), "settings problem") {
+	if _, err := r.Lookup("mypi"); err == nil || !strings.Contains(err.Error(), "settings problem") {
 		t.Errorf("agent of the broken file: err = %v, want one naming the settings problem", err)
 	}
 	// A missing file is fine; an unreadable one is a problem.
@@ -327,7 +327,7 @@ func TestNpxNote(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := statusOf(t, r, "claude")
-	want := "via npx: first start downloads @zed-industries/claude-agent-acp@0.23.1; needs a Claude login"
+	want := "via npx: first start downloads @agentclientprotocol/claude-agent-acp@0.101.0; needs a Claude login"
 	if c.Note != want {
 		t.Errorf("note = %q, want %q", c.Note, want)
 	}
@@ -509,6 +509,77 @@ func TestSettingsErrorsSayTheJSONPath(t *testing.T) {
 			all := strings.Join(msgs, "\n")
 			if !strings.Contains(all, tt.want) || strings.Contains(all, "settingsEntry") || strings.Contains(all, "Go struct") || strings.Contains(all, "Go value") {
 				t.Errorf("problems:\n%s\nwant %q", all, tt.want)
+			}
+		})
+	}
+}
+
+// TestRegistryStates: an agent is "ready" only when it can start and a
+// login was found; not installed (npx) and not logged in are their own
+// states with their fix, and the default is the first ready agent.
+func TestRegistryStates(t *testing.T) {
+	tests := []struct {
+		name     string
+		path     []string
+		env      map[string]string
+		files    []string // under HOME
+		agent    string
+		want     Readiness
+		download bool
+		login    string
+		def      string
+	}{
+		{"installed and api key", []string{"claude-agent-acp"}, map[string]string{"ANTHROPIC_API_KEY": "k"}, nil, "claude", StateReady, false, "", "claude"},
+		{"installed, no login", []string{"claude-agent-acp", "codex-acp"}, nil, []string{".codex/auth.json"}, "claude", StateNotLoggedIn, false, "`claude`", "codex"},
+		{"claude credentials file", []string{"claude-agent-acp"}, nil, []string{".claude/.credentials.json"}, "claude", StateReady, false, "", "claude"},
+		{"a .claude folder alone is no login", []string{"claude-agent-acp"}, nil, []string{".claude/settings.json"}, "claude", StateNotLoggedIn, false, "`claude`", "claude"},
+		{"npx with login", []string{"npx"}, map[string]string{"OPENAI_API_KEY": "k"}, nil, "codex", StateNotInstalled, true, "", "codex"},
+		{"npx without login", []string{"npx"}, nil, nil, "gemini", StateNotLoggedIn, true, "GEMINI_API_KEY", "claude"},
+		{"nothing", nil, nil, nil, "codex", StateUnavailable, false, "", ""},
+		{"omp via npx needs bun", []string{"npx"}, map[string]string{"ANTHROPIC_API_KEY": "k"}, nil, "omp", StateUnavailable, false, "", "claude"},
+		{"omp via npx with bun", []string{"npx", "bun"}, map[string]string{"ANTHROPIC_API_KEY": "k"}, nil, "omp", StateNotInstalled, true, "", "claude"},
+		{"pi via npx fetches pi too", []string{"npx"}, nil, []string{".pi/agent/auth.json"}, "pi", StateNotInstalled, true, "", "pi"},
+		{"codex login under CODEX_HOME", []string{"codex-acp"}, map[string]string{"CODEX_HOME": "CH"}, []string{"CH/auth.json"}, "codex", StateReady, false, "", "codex"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			home := t.TempDir()
+			for _, f := range tt.files {
+				writeSettings(t, filepath.Join(home, f), "{}")
+			}
+			getenv := func(k string) string {
+				v := tt.env[k]
+				if k == "CODEX_HOME" && v != "" {
+					return filepath.Join(home, v)
+				}
+				return v
+			}
+			r, err := NewRegistry(RegistryOptions{LookPath: fakePath(tt.path...), Getenv: getenv, Home: home})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := statusOf(t, r, tt.agent)
+			if s.State != tt.want {
+				t.Errorf("state = %q, want %q (%+v)", s.State, tt.want, s)
+			}
+			if (s.DownloadMB > 0) != tt.download {
+				t.Errorf("downloadMB = %d, want some: %v", s.DownloadMB, tt.download)
+			}
+			if tt.login != "" && !strings.Contains(s.Login, tt.login) {
+				t.Errorf("login fix %q, want one naming %s", s.Login, tt.login)
+			}
+			if tt.want == StateUnavailable && (s.Available || s.Reason == "") {
+				t.Errorf("unavailable agent %+v has no reason", s)
+			}
+			if tt.want == StateNotInstalled && !strings.Contains(s.StateLine(), "MB") {
+				t.Errorf("state line %q does not say how much npx downloads", s.StateLine())
+			}
+			if r.Default() != tt.def {
+				t.Errorf("Default = %q, want %q", r.Default(), tt.def)
+			}
+			b, _ := json.Marshal(s)
+			if !strings.Contains(string(b), `"state":"`+string(tt.want)+`"`) {
+				t.Errorf("JSON %s lacks the state", b)
 			}
 		})
 	}

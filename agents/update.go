@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -591,6 +593,13 @@ func (m *mapper) mergePermissionTool(u *rawUpdate) (transcript.Segment, []transc
 					fcs = append(fcs, m.fileChangeSegment(u.ToolCallID, it))
 				}
 			}
+		}
+	}
+	if fcs == nil {
+		// codex-acp 2.x asks with a bare toolCall (no content): the diffs
+		// its earlier tool_call sent are what the question is about.
+		for _, p := range slices.Sorted(maps.Keys(m.tools[u.ToolCallID].files)) {
+			fcs = append(fcs, m.tools[u.ToolCallID].files[p])
 		}
 	}
 	if fcs == nil {

@@ -323,3 +323,25 @@ func FuzzApply(f *testing.F) {
 		m.closeOpen(ToolErrTurnEnded)
 	})
 }
+
+// TestPermissionFileChangesFromToolCall: a permission request whose
+// toolCall carries no content (codex-acp 2.6) shows the diffs the tool call
+// already sent; one with its own diff shows that one.
+func TestPermissionFileChangesFromToolCall(t *testing.T) {
+	m := newMapper(fakeClock())
+	m.apply(mustUpdate(t, `{"sessionUpdate":"tool_call","toolCallId":"p","kind":"edit","status":"in_progress","content":[
+		{"type":"diff","path":"/w/b.txt","newText":"b\n"},{"type":"diff","path":"/w/a.txt","newText":"a\n"}]}`), true)
+	_, fcs, _ := m.mergePermissionTool(mustUpdate(t, `{"sessionUpdate":"tool_call_update","toolCallId":"p"}`))
+	if len(fcs) != 2 || fcs[0].Path != "/w/a.txt" || fcs[1].Path != "/w/b.txt" || *fcs[0].Additions != 1 {
+		t.Errorf("bare permission: fileChanges %s, want the tool call's two diffs", mustJSON(t, fcs))
+	}
+	_, fcs, _ = m.mergePermissionTool(mustUpdate(t, `{"sessionUpdate":"tool_call_update","toolCallId":"p","content":[
+		{"type":"diff","path":"/w/c.txt","newText":"c\n"}]}`))
+	if len(fcs) != 1 || fcs[0].Path != "/w/c.txt" {
+		t.Errorf("permission with its own diff: fileChanges %s", mustJSON(t, fcs))
+	}
+	_, fcs, _ = m.mergePermissionTool(mustUpdate(t, `{"sessionUpdate":"tool_call_update","toolCallId":"new"}`))
+	if fcs == nil || len(fcs) != 0 {
+		t.Errorf("unknown tool: fileChanges %v, want empty", fcs)
+	}
+}

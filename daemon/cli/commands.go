@@ -85,10 +85,7 @@ func printAgents(env *Env, list []agents.Status) {
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tSTATUS\tSOURCE\tCOMMAND")
 	for _, a := range list {
-		status := "ready"
-		if !a.Available {
-			status = "unavailable"
-		}
+		status := a.StateLine()
 		cmd := strings.TrimSpace(a.Command + " " + strings.Join(a.Args, " "))
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", a.Name, status, a.Source, cmd)
 	}
@@ -96,6 +93,9 @@ func printAgents(env *Env, list []agents.Status) {
 	for _, a := range list {
 		if a.Available && a.Note != "" {
 			fmt.Fprintf(env.Stdout, "\n%s: %s\n", a.Name, a.Note)
+		}
+		if a.State == agents.StateNotLoggedIn && a.Login != "" {
+			fmt.Fprintf(env.Stdout, "\n%s: not logged in\n  to fix: %s\n", a.Name, a.Login)
 		}
 		if !a.Available {
 			fmt.Fprintf(env.Stdout, "\n%s: %s", a.Name, termSafe(a.Reason))
@@ -390,7 +390,7 @@ func runDoctor(ctx context.Context, env *Env, c common) int {
 		bad("set XDG_STATE_HOME or HOME", "trust store: %v", err)
 		return 1
 	}
-	reg, err := agents.NewRegistry(agents.RegistryOptions{UserConfigDir: cfg, Workspace: ws, Trust: agents.NewTrustStore(trustPath)})
+	reg, err := agents.NewRegistry(agents.RegistryOptions{UserConfigDir: cfg, Workspace: ws, Trust: agents.NewTrustStore(trustPath), Getenv: getenv})
 	if err != nil {
 		bad("fix the settings file named above", "agents: %v", err)
 		return 1
@@ -420,13 +420,19 @@ func runDoctor(ctx context.Context, env *Env, c common) int {
 		if a.Untrusted {
 			continue // said once above
 		}
-		if a.Available {
+		switch {
+		case a.State == agents.StateNotLoggedIn:
+			note("agent %s not logged in: %s (to fix: %s)", a.Name, a.Command, a.Login)
+		case a.State == agents.StateNotInstalled:
 			anyReady = true
-			ok("agent %s: %s%s", a.Name, a.Command, loginHint(env, a.Name))
+			note("agent %s %s (install: %s)", a.Name, a.StateLine(), a.Install)
+		case a.Available:
+			anyReady = true
+			ok("agent %s: %s", a.Name, a.Command)
 			if a.Note != "" {
 				note("agent %s %s", a.Name, a.Note)
 			}
-		} else {
+		default:
 			fix := a.Install
 			if fix == "" {
 				fix = "install it or fix agent_servers." + a.Name + " in settings.json"
@@ -439,37 +445,12 @@ func runDoctor(ctx context.Context, env *Env, c common) int {
 		}
 	}
 	if !anyReady {
-		bad("install one agent (see `ochatd agents`) or add one to agent_servers in "+filepath.Join(cfg, "ochat", "settings.json"), "no agent can start")
+		bad("install one agent (see `ochatd agents`) or add one to agent_servers in "+filepath.Join(cfg, "ochat", "settings.json"), "no agent is ready to start")
 	}
 	if problems > 0 {
 		return 1
 	}
 	return 0
-}
-
-// loginHint says where an agent's credentials are expected; ochat itself
-// holds none.
-func loginHint(env *Env, name string) string {
-	home, _ := os.UserHomeDir()
-	has := func(path string) bool { _, err := os.Stat(filepath.Join(home, path)); return err == nil }
-	switch name {
-	case "claude":
-		if env.Getenv("ANTHROPIC_API_KEY") != "" || has(".claude.json") || has(".claude") {
-			return " (login found)"
-		}
-		return " (not logged in? run `claude` once and /login, or set ANTHROPIC_API_KEY)"
-	case "codex":
-		if env.Getenv("OPENAI_API_KEY") != "" || env.Getenv("CODEX_API_KEY") != "" || has(".codex/auth.json") {
-			return " (login found)"
-		}
-		return " (not logged in? run `codex login`, or set OPENAI_API_KEY)"
-	case "gemini":
-		if env.Getenv("GEMINI_API_KEY") != "" || env.Getenv("GOOGLE_API_KEY") != "" || has(".gemini") {
-			return " (login found)"
-		}
-		return " (not logged in? run `gemini` once, or set GEMINI_API_KEY)"
-	}
-	return ""
 }
 
 var _ = flag.ErrHelp

@@ -201,3 +201,43 @@ func storePath(t *testing.T, ws string) string {
 	}
 	return db
 }
+
+// TestDoctorAgentStates: a built-in on PATH without a login is "not logged
+// in" with its fix, never "ok … (not logged in?)"; one with an API key is ok.
+func TestDoctorAgentStates(t *testing.T) {
+	bin := testagentPath(t)
+	for _, tt := range []struct {
+		name, key string
+		want      string
+		notWant   string
+	}{
+		{"no login", "", "agent claude not logged in", "ok    agent claude"},
+		{"api key", "sk-test", "ok    agent claude", "not logged in"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			base := t.TempDir()
+			ws := filepath.Join(base, "ws")
+			pathDir := filepath.Join(base, "bin")
+			for _, d := range []string{"run", "state", "config/ochat", "home", "ws", "bin"} {
+				os.MkdirAll(filepath.Join(base, d), 0o700)
+			}
+			// A stand-in claude-agent-acp on PATH: doctor only looks it up.
+			if err := os.Symlink(bin, filepath.Join(pathDir, "claude-agent-acp")); err != nil {
+				t.Fatal(err)
+			}
+			t.Setenv("PATH", pathDir)
+			t.Setenv("XDG_RUNTIME_DIR", filepath.Join(base, "run"))
+			t.Setenv("XDG_STATE_HOME", filepath.Join(base, "state"))
+			t.Setenv("XDG_CONFIG_HOME", filepath.Join(base, "config"))
+			t.Setenv("HOME", filepath.Join(base, "home"))
+			for _, k := range []string{"CLAUDE_CONFIG_DIR", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX"} {
+				t.Setenv(k, "")
+			}
+			t.Setenv("ANTHROPIC_API_KEY", tt.key)
+			_, out, errs := runMain(t, "doctor", "--workspace", ws)
+			if !strings.Contains(out, tt.want) || strings.Contains(out, tt.notWant) || strings.Contains(out, "not logged in?") {
+				t.Fatalf("doctor: want %q, not %q:\n%s%s", tt.want, tt.notWant, out, errs)
+			}
+		})
+	}
+}

@@ -105,6 +105,7 @@ var stores = []store{
 	{AgentGemini, listGemini},
 	{AgentOpenCode, listOpenCode},
 	{AgentPi, listPi},
+	{AgentOmp, listOmp},
 }
 
 // metaFunc extracts listing metadata from one session file. ok=false drops
@@ -276,7 +277,11 @@ func ReadFile(ctx context.Context, path string) (*Transcript, error) {
 	case AgentOpenCode:
 		t, err = ReadOpenCodeJSON(path)
 	case AgentPi:
-		t, err = ReadPi(path)
+		if isOmpPath(path) {
+			t, err = ReadOmp(path)
+		} else {
+			t, err = ReadPi(path)
+		}
 	default:
 		return nil, fmt.Errorf("read native session %s: unknown store format", path)
 	}
@@ -435,6 +440,9 @@ func readByID(ctx context.Context, env Env, id string) (*Transcript, error) {
 	}
 	if p := findPiByID(env, id); p != "" {
 		return ReadPi(p)
+	}
+	if p := findOmpByID(env, id); p != "" {
+		return ReadOmp(p)
 	}
 	if strings.HasPrefix(id, "ses_") {
 		if t, err := findOpenCodeByID(ctx, env, id); err == nil {

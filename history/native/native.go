@@ -32,6 +32,7 @@ const (
 	AgentGemini   = "gemini"
 	AgentOpenCode = "opencode"
 	AgentPi       = "pi"
+	AgentOmp      = "omp" // Oh My Pi: pi's format in ~/.omp (omp.go)
 )
 
 // Env carries the environment the readers use to find stores. No reader
@@ -182,6 +183,8 @@ func ResumeCommand(agent, id, path string) []string {
 		return []string{"opencode", "--session", id}
 	case AgentPi:
 		return []string{"pi", "--session", path}
+	case AgentOmp:
+		return []string{"omp", "--session", path}
 	}
 	return nil
 }

@@ -23,6 +23,12 @@ type NPMPackage struct {
 	Name        string // short name, used in the cache folder name
 	PackageJSON []byte
 	Lock        []byte
+	// LockedInstall runs `npm install --no-save` on the lock instead of
+	// `npm ci`, for a lock npm ci refuses because a dependency lists
+	// optional platform packages that were never published (Oh My Pi's
+	// @oh-my-pi/pi-natives 18.2.3 has only -linux-x64): the locked
+	// versions are still the ones installed.
+	LockedInstall bool
 }
 
 //go:embed npm/package.json
@@ -101,14 +107,18 @@ func (p NPMPackage) Install(ctx context.Context, cacheRoot string, log io.Writer
 		log = io.Discard
 	}
 	var tail bytes.Buffer
-	cmd := exec.CommandContext(ctx, npm, "ci", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error")
+	args := []string{"ci"}
+	if p.LockedInstall {
+		args = []string{"install", "--no-save"}
+	}
+	cmd := exec.CommandContext(ctx, npm, append(args, "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error")...)
 	cmd.Dir = tmp
 	cmd.Stdout = io.MultiWriter(log, &tail)
 	cmd.Stderr = io.MultiWriter(log, &tail)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	if err := cmd.Run(); err != nil {
-		return Install{}, fmt.Errorf("install %s adapters: npm ci in %s: %w\n%s", p.Name, tmp, err, clip(tail.Bytes(), 1500))
+		return Install{}, fmt.Errorf("install %s adapters: npm %s in %s: %w\n%s", p.Name, args[0], tmp, err, clip(tail.Bytes(), 1500))
 	}
 	if err := os.WriteFile(filepath.Join(tmp, stampFile), []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o644); err != nil {
 		return Install{}, fmt.Errorf("install %s adapters: %w", p.Name, err)
@@ -134,27 +144,46 @@ func clip(b []byte, n int) []byte {
 	return append(out, b[len(b)-n/2:]...)
 }
 
+// adapterScopes are the npm scopes the Claude and Codex adapters have been
+// published under, newest first: @zed-industries renamed them to
+// @agentclientprotocol (claude-agent-acp 0.24+, codex-acp 1.0+).
+var adapterScopes = []string{"@agentclientprotocol", "@zed-industries"}
+
 // CodexACP returns the command that starts codex-acp from this install:
-// the platform binary when npm installed one, else the node launcher.
+// the current JS launcher (@agentclientprotocol/codex-acp 2.x, which runs
+// the `codex app-server` of @openai/codex), else the older platform binary
+// or node launcher (@zed-industries/codex-acp 0.x).
 func (in Install) CodexACP() (command string, args []string, err error) {
 	arch := map[string]string{"amd64": "x64", "arm64": "arm64"}[runtime.GOARCH]
-	bin := filepath.Join(in.Dir, "node_modules", "@zed-industries", "codex-acp-"+runtime.GOOS+"-"+arch, "bin", "codex-acp")
-	if st, err := os.Stat(bin); err == nil && !st.IsDir() {
-		return bin, nil, nil
+	nm := filepath.Join(in.Dir, "node_modules")
+	candidates := []struct{ path, runner string }{
+		{filepath.Join(nm, "@agentclientprotocol", "codex-acp", "dist", "index.js"), "node"},
+		{filepath.Join(nm, "@zed-industries", "codex-acp-"+runtime.GOOS+"-"+arch, "bin", "codex-acp"), ""},
+		{filepath.Join(nm, "@zed-industries", "codex-acp", "bin", "codex-acp.js"), "node"},
 	}
-	js := filepath.Join(in.Dir, "node_modules", "@zed-industries", "codex-acp", "bin", "codex-acp.js")
-	if _, err := os.Stat(js); err != nil {
-		return "", nil, fmt.Errorf("codex-acp is not in %s: %w", in.Dir, err)
+	for _, c := range candidates {
+		if st, err := os.Stat(c.path); err == nil && !st.IsDir() {
+			if c.runner == "" {
+				return c.path, nil, nil
+			}
+			return c.runner, []string{c.path}, nil
+		}
 	}
-	return "node", []string{js}, nil
+	return "", nil, fmt.Errorf("codex-acp is not in %s (looked for %s)", in.Dir, candidates[0].path)
 }
 
 // ClaudeACP returns the command that starts claude-agent-acp from this
-// install (node + dist/index.js).
+// install (node + dist/index.js), under either scope.
 func (in Install) ClaudeACP() (command string, args []string, err error) {
-	js := filepath.Join(in.Dir, "node_modules", "@zed-industries", "claude-agent-acp", "dist", "index.js")
-	if _, err := os.Stat(js); err != nil {
-		return "", nil, fmt.Errorf("claude-agent-acp is not in %s: %w", in.Dir, err)
+	var first string
+	for _, scope := range adapterScopes {
+		js := filepath.Join(in.Dir, "node_modules", scope, "claude-agent-acp", "dist", "index.js")
+		if _, err := os.Stat(js); err == nil {
+			return "node", []string{js}, nil
+		}
+		if first == "" {
+			first = js
+		}
 	}
-	return "node", []string{js}, nil
+	return "", nil, fmt.Errorf("claude-agent-acp is not in %s (looked for %s)", in.Dir, first)
 }

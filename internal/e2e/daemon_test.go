@@ -355,14 +355,16 @@ type showJSON struct {
 	Messages []transcript.Message `json:"messages"`
 }
 
-// TestDaemon drives a conversation with each real adapter through a real
-// ochatd daemon over its socket: a plain answer; a file write with its
+// TestDaemon drives a conversation with each older adapter release users
+// still run (@zed-industries/claude-agent-acp 0.23.1, codex-acp 0.16.0,
+// npm-legacy/; TestSeedAgents runs the current ones) through a real ochatd
+// daemon over its socket: a plain answer; a file write with its
 // permission answered allow; a slow answer cancelled; a further turn. Then
 // it checks the stored conversation through `ochatd show --json`, also
 // after a daemon restart, and the model's request log.
 func TestDaemon(t *testing.T) {
 	need(t)
-	in := adapters(t)
+	in := legacyAdapters(t)
 	ochatd(t)
 	for _, name := range []string{"codex", "claude"} {
 		t.Run(name, func(t *testing.T) {

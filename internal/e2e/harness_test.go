@@ -45,33 +45,8 @@ func readPackage(t *testing.T, name, dir string) demo.NPMPackage {
 	return demo.NPMPackage{Name: name, PackageJSON: pj, Lock: lock}
 }
 
-var (
-	extraOnce sync.Once
-	extraIn   demo.Install
-	extraErr  error
-)
-
 // extraAdapters installs (or reuses) Gemini CLI and OpenCode (npm-extra/).
-func extraAdapters(t *testing.T) demo.Install {
-	t.Helper()
-	extraOnce.Do(func() {
-		cache, err := demo.CacheDir()
-		if err != nil {
-			extraErr = err
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
-		extraIn, extraErr = readPackage(t, "e2e-extra", "npm-extra").Install(ctx, cache, nil)
-		if extraErr == nil {
-			t.Logf("metric: extra adapters install reused=%v took %v", extraIn.Reused, extraIn.Duration.Round(time.Millisecond))
-		}
-	})
-	if extraErr != nil {
-		t.Fatal(extraErr)
-	}
-	return extraIn
-}
+func extraAdapters(t *testing.T) demo.Install { return extra.get(t, "e2e-extra", "npm-extra") }
 
 // setupExtraAgent configures "gemini" or "opencode" against s with private
 // state under root (research/real-agents/README.md, agents 3 and 4).
@@ -98,41 +73,43 @@ func setupExtraAgent(t *testing.T, name string, s *fakemodel.Server, in demo.Ins
 	return a
 }
 
-// e2ePackage pins both adapters (npm/package.json + npm/package-lock.json).
+// e2ePackage pins the current adapters (npm/package.json + lock):
+// @agentclientprotocol/claude-agent-acp and @agentclientprotocol/codex-acp.
 func e2ePackage(t *testing.T) demo.NPMPackage {
 	t.Helper()
 	return readPackage(t, "e2e", "npm")
 }
 
-var (
-	installOnce sync.Once
-	installed   demo.Install
-	installErr  error
-)
-
-// adapters installs (or reuses from the cache) the pinned adapters once
-// per test binary.
-func adapters(t *testing.T) demo.Install {
-	t.Helper()
-	installOnce.Do(func() {
-		cache, err := demo.CacheDir()
-		if err != nil {
-			installErr = err
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		var log bytes.Buffer
-		installed, installErr = e2ePackage(t).Install(ctx, cache, &log)
-		if installErr == nil {
-			t.Logf("metric: adapters install reused=%v took %v (%s)", installed.Reused, installed.Duration.Round(time.Millisecond), installed.Dir)
-		}
-	})
-	if installErr != nil {
-		t.Fatal(installErr)
-	}
-	return installed
+// installCache installs (or reuses from the cache) one pinned package at
+// most once per test binary.
+type installCache struct {
+	once   sync.Once
+	in     demo.Install
+	err    error
+	logged bool
 }
+
+func (c *installCache) get(t *testing.T, name, dir string) demo.Install {
+	t.Helper()
+	c.prefetch(name, dir)
+	if c.err != nil {
+		t.Fatal(c.err)
+	}
+	if !c.logged {
+		c.logged = true
+		t.Logf("metric: %s install reused=%v took %v (%s)", name, c.in.Reused, c.in.Duration.Round(time.Millisecond), c.in.Dir)
+	}
+	return c.in
+}
+
+var current, legacy installCache
+
+// adapters installs (or reuses) the current Claude and Codex adapters.
+func adapters(t *testing.T) demo.Install { return current.get(t, "e2e", "npm") }
+
+// legacyAdapters installs (or reuses) the older @zed-industries releases
+// (claude-agent-acp 0.23.1, codex-acp 0.16.0) that users still run.
+func legacyAdapters(t *testing.T) demo.Install { return legacy.get(t, "e2e-legacy", "npm-legacy") }
 
 // fakeModel starts a fake model server for one test.
 func fakeModel(t *testing.T) *fakemodel.Server {
@@ -183,7 +160,15 @@ func setupAgent(t *testing.T, name string, s *fakemodel.Server, in demo.Install,
 		if err == nil {
 			// "untrusted" asks before every patch; "danger-full-access"
 			// because the Linux sandbox cannot run in containers.
-			a.env, err = s.CodexEnv(filepath.Join(root, "codex-home"), home, "untrusted", "danger-full-access")
+			// codex 0.137 (codex-acp 0.16): "untrusted" asks before every
+			// patch, "danger-full-access" because the Linux sandbox cannot
+			// run in containers. codex 0.166 (codex-acp 2.x) refuses
+			// "untrusted"; its "read-only" mode asks before every write.
+			approval, sandbox := "on-request", "read-only"
+			if strings.Contains(strings.Join(a.args, " ")+a.command, "@zed-industries") {
+				approval, sandbox = "untrusted", "danger-full-access"
+			}
+			a.env, err = s.CodexEnv(filepath.Join(root, "codex-home"), home, approval, sandbox)
 			// Keep codex's helper binaries out of /tmp (it warns there).
 			a.env["TMPDIR"] = filepath.Join(home, "tmp")
 			os.MkdirAll(a.env["TMPDIR"], 0o700)
@@ -314,4 +299,88 @@ func realpath(t *testing.T, p string) string {
 		t.Fatal(err)
 	}
 	return strings.TrimRight(r, "/")
+}
+
+var extra, piPkg installCache
+
+// piAdapters installs (or reuses) pi-acp, pi, Oh My Pi and bun (npm-pi/).
+func piAdapters(t *testing.T) demo.Install { return piPkg.get(t, "e2e-pi", "npm-pi") }
+
+// prefetch runs the install without a test, for warming installs in
+// parallel; get reports its error later.
+func (c *installCache) prefetch(name, dir string) {
+	c.once.Do(func() {
+		cache, err := demo.CacheDir()
+		if err != nil {
+			c.err = err
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		pj, err := os.ReadFile(filepath.Join(dir, "package.json"))
+		if err != nil {
+			c.err = err
+			return
+		}
+		lock, err := os.ReadFile(filepath.Join(dir, "package-lock.json"))
+		if err != nil {
+			c.err = err
+			return
+		}
+		// npm-pi's lock cannot pass npm ci (demo.NPMPackage.LockedInstall).
+		c.in, c.err = demo.NPMPackage{Name: name, PackageJSON: pj, Lock: lock, LockedInstall: dir == "npm-pi"}.Install(ctx, cache, nil)
+	})
+}
+
+// setupPiAgent configures "pi" (pi-acp, which runs `pi --mode rpc`) or
+// "omp" (`omp acp` under bun) against s's chat-completions endpoint, with
+// a private home under root. Neither asks before a file write: pi has no
+// permission prompts; allowKind is still set for omp's.
+func setupPiAgent(t *testing.T, name string, s *fakemodel.Server, in demo.Install, root string) agentSetup {
+	t.Helper()
+	home := filepath.Join(root, "home-"+name)
+	a := agentSetup{name: name, allowKind: "allow_once"}
+	nm := filepath.Join(in.Dir, "node_modules")
+	var err error
+	switch name {
+	case "pi":
+		a.command = "node"
+		a.args = []string{filepath.Join(nm, "pi-acp", "dist", "index.js")}
+		a.env, err = s.PiEnv(home, filepath.Join(home, ".pi", "agent"))
+		if err == nil {
+			// pi 1.6 needs Node 22.19+; bun (pinned beside it) runs it on
+			// any machine. pi-acp starts PI_ACP_PI_COMMAND --mode rpc.
+			wrapper := filepath.Join(home, "pi")
+			script := "#!/bin/sh\nexec '" + bunBinary(t, nm) + "' '" + filepath.Join(nm, "@earendil-works", "pi-coding-agent", "dist", "bundle", "cli.js") + "' \"$@\"\n"
+			err = os.WriteFile(wrapper, []byte(script), 0o755)
+			a.env["PI_ACP_PI_COMMAND"] = wrapper
+		}
+	case "omp":
+		a.command = bunBinary(t, nm)
+		a.args = []string{filepath.Join(nm, "@oh-my-pi", "pi-coding-agent", "dist", "cli.js"), "acp"}
+		a.env, err = s.PiEnv(home, filepath.Join(home, ".omp", "agent"))
+	default:
+		t.Fatalf("unknown agent %q", name)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// bunBinary finds bun in an install: npm ci --ignore-scripts leaves it in
+// the platform package; the bun package's postinstall moves it to bin/.
+func bunBinary(t *testing.T, nm string) string {
+	t.Helper()
+	arch := map[string]string{"amd64": "x64", "arm64": "aarch64"}[runtime.GOARCH]
+	for _, p := range []string{
+		filepath.Join(nm, "@oven", "bun-"+runtime.GOOS+"-"+arch, "bin", "bun"),
+		filepath.Join(nm, "bun", "bin", "bun.exe"),
+	} {
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Size() > 1<<20 {
+			return p
+		}
+	}
+	t.Fatalf("no bun binary under %s", nm)
+	return ""
 }

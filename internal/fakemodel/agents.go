@@ -16,7 +16,15 @@ import (
 // ClaudeEnv returns the environment for claude-agent-acp (and the Claude
 // Code CLI it starts) talking to s, with home as HOME. IS_SANDBOX=1 is set
 // when running as root: without it Claude Code refuses to start there.
+// Unless home already has one, it writes $home/.claude/settings.json with
+// permissions.defaultMode "default": claude-agent-acp 0.101 starts sessions
+// in "auto" mode otherwise, which writes files without asking.
 func (s *Server) ClaudeEnv(home string) map[string]string {
+	settings := filepath.Join(home, ".claude", "settings.json")
+	if _, err := os.Stat(settings); err != nil && os.MkdirAll(filepath.Dir(settings), 0o700) == nil {
+		// Best effort: without it the adapter still runs, in "auto" mode.
+		_ = os.WriteFile(settings, []byte(`{"permissions":{"defaultMode":"default"}}`+"\n"), 0o600)
+	}
 	env := map[string]string{
 		"HOME":               home,
 		"ANTHROPIC_BASE_URL": s.URL(),
@@ -38,7 +46,9 @@ const CodexModel = "gpt-5.4"
 
 // CodexConfig returns $CODEX_HOME/config.toml for codex-acp talking to s.
 // approval is codex's approval_policy ("untrusted" asks before every
-// patch, "never" never asks) and sandbox its sandbox_mode
+// patch in codex 0.137 (codex-acp 0.16) but is refused by codex 0.166
+// (codex-acp 2.6), where "on-request" with the "read-only" sandbox asks;
+// "never" never asks) and sandbox its sandbox_mode
 // ("danger-full-access" avoids the Linux sandbox, which cannot run in
 // containers).
 func (s *Server) CodexConfig(approval, sandbox string) string {
@@ -72,7 +82,20 @@ func (s *Server) CodexEnv(codexHome, home, approval, sandbox string) (map[string
 	if err := os.WriteFile(filepath.Join(codexHome, "config.toml"), []byte(s.CodexConfig(approval, sandbox)), 0o600); err != nil {
 		return nil, fmt.Errorf("fakemodel: write codex config: %w", err)
 	}
-	return map[string]string{"CODEX_HOME": codexHome, "HOME": home, "FAKE_LLM_API_KEY": "sk-fake"}, nil
+	env := map[string]string{"CODEX_HOME": codexHome, "HOME": home, "FAKE_LLM_API_KEY": "sk-fake"}
+	// codex-acp 2.x ignores approval_policy and sandbox_mode for a session
+	// and starts it in its own mode ("agent": auto review, no question for
+	// a workspace write) unless INITIAL_AGENT_MODE names one; 0.x ignores
+	// the variable.
+	switch {
+	case sandbox == "read-only":
+		env["INITIAL_AGENT_MODE"] = "read-only"
+	case sandbox == "workspace-write" && approval == "on-request":
+		env["INITIAL_AGENT_MODE"] = "workspace-write"
+	case sandbox == "danger-full-access" && approval == "never":
+		env["INITIAL_AGENT_MODE"] = "agent-full-access"
+	}
+	return env, nil
 }
 
 // OpencodeEnv writes an opencode.json (fake provider, edit and bash
@@ -126,4 +149,42 @@ func (s *Server) GeminiEnv(home string) (map[string]string, error) {
 	}
 	return map[string]string{"HOME": home, "GEMINI_API_KEY": "fake-gemini-key",
 		"GOOGLE_GEMINI_BASE_URL": s.URL(), "GEMINI_CLI_NO_RELAUNCH": "true"}, nil
+}
+
+// PiModel is the model id PiEnv configures for pi and Oh My Pi.
+const PiModel = "fake-model"
+
+// PiEnv writes a "fake" provider (OpenAI chat completions at s) and makes
+// it the default model in agentDir, the agent folder of pi
+// ($HOME/.pi/agent: models.json, settings.json) or Oh My Pi
+// ($HOME/.omp/agent: models.yml, config.yml); which one is told by the
+// folder name. It returns HOME and the agent-dir variable.
+func (s *Server) PiEnv(home, agentDir string) (map[string]string, error) {
+	if err := os.MkdirAll(agentDir, 0o700); err != nil {
+		return nil, fmt.Errorf("fakemodel: create pi agent dir: %w", err)
+	}
+	base := s.URL() + "/v1"
+	files := map[string]string{}
+	env := map[string]string{"HOME": home, "FAKE_LLM_API_KEY": "sk-fake"}
+	if filepath.Base(filepath.Dir(agentDir)) == ".omp" {
+		files["models.yml"] = fmt.Sprintf("providers:\n  fake:\n    baseUrl: %q\n    api: openai-completions\n    apiKey: sk-fake\n"+
+			"    compat:\n      supportsDeveloperRole: false\n      supportsReasoningEffort: false\n"+
+			"    models:\n      - id: %s\n        name: Fake Model\n        contextWindow: 128000\n        maxTokens: 4096\n", base, PiModel)
+		files["config.yml"] = fmt.Sprintf("modelRoles:\n  default: fake/%s\n  smol: fake/%s\n  slow: fake/%s\nquietStartup: true\n", PiModel, PiModel, PiModel)
+	} else {
+		models, _ := json.Marshal(map[string]any{"providers": map[string]any{"fake": map[string]any{
+			"baseUrl": base, "api": "openai-completions", "apiKey": "sk-fake",
+			"compat": map[string]any{"supportsDeveloperRole": false, "supportsReasoningEffort": false},
+			"models": []any{map[string]any{"id": PiModel, "name": "Fake Model", "contextWindow": 128000, "maxTokens": 4096}},
+		}}})
+		files["models.json"] = string(models)
+		files["settings.json"] = fmt.Sprintf(`{"defaultProvider":"fake","defaultModel":%q,"quietStartup":true}`, PiModel)
+		env["PI_CODING_AGENT_DIR"] = agentDir
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(agentDir, name), []byte(content), 0o600); err != nil {
+			return nil, fmt.Errorf("fakemodel: write %s: %w", name, err)
+		}
+	}
+	return env, nil
 }

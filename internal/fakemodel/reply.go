@@ -137,7 +137,11 @@ func writeCall(r *Request, path string, seq int) *ToolCall {
 		}
 	case APIChat:
 		if r.Offers("write", "") {
-			return &ToolCall{Name: "write", Input: obj(map[string]string{"filePath": path, "content": FileContent})}
+			key := "filePath" // OpenCode
+			if r.OffersParam("write", "path") && !r.OffersParam("write", "filePath") {
+				key = "path" // pi, Oh My Pi
+			}
+			return &ToolCall{Name: "write", Input: obj(map[string]string{key: path, "content": FileContent})}
 		}
 	case APIGemini:
 		if r.Offers("write_file", "") {

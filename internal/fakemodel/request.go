@@ -3,6 +3,7 @@ package fakemodel
 import (
 	"encoding/json"
 	"net/http"
+	"sort"
 	"strings"
 	"time"
 )
@@ -26,6 +27,9 @@ type Tool struct {
 	// and "custom" for the Responses API, "function" for chat completions
 	// and Gemini, the Anthropic tool type or "" for Anthropic.
 	Kind string `json:"kind,omitempty"`
+	// Params are the parameter names its schema declares (chat
+	// completions only): pi's write takes "path", OpenCode's "filePath".
+	Params []string `json:"params,omitempty"`
 }
 
 // Request is one HTTP request the server received, with what it answered.
@@ -110,6 +114,20 @@ func (r *Request) Offers(name, kind string) bool {
 	for _, t := range r.Tools {
 		if t.Name == name && (kind == "" || t.Kind == kind) {
 			return true
+		}
+	}
+	return false
+}
+
+// OffersParam reports whether the tool named name declares parameter param.
+func (r *Request) OffersParam(name, param string) bool {
+	for _, t := range r.Tools {
+		if t.Name == name {
+			for _, p := range t.Params {
+				if p == param {
+					return true
+				}
+			}
 		}
 	}
 	return false
@@ -229,7 +247,16 @@ func (r *Request) parseConversation() {
 		for _, t := range list(r.Body["tools"]) {
 			fn, _ := t["function"].(map[string]any)
 			if n := str(fn["name"]); n != "" {
-				r.Tools = append(r.Tools, Tool{Name: n, Kind: str(t["type"])})
+				var params []string
+				if ps, ok := fn["parameters"].(map[string]any); ok {
+					if props, ok := ps["properties"].(map[string]any); ok {
+						for k := range props {
+							params = append(params, k)
+						}
+						sort.Strings(params)
+					}
+				}
+				r.Tools = append(r.Tools, Tool{Name: n, Kind: str(t["type"]), Params: params})
 			}
 		}
 	case APIGemini:
