@@ -343,6 +343,12 @@ func newClaudeReader(path string) *claudeReader {
 func (r *claudeReader) add(n int, line []byte) {
 	l, sm, ok := skimClaudeLineMode(line, r.skim)
 	if !ok {
+		if parts := gluedRecords(line); parts != nil {
+			for _, part := range parts {
+				r.add(n, part)
+			}
+			return
+		}
 		r.t.Diagnostics.SkippedLines++
 		r.t.Diagnostics.problemf("line %d: not a JSON record, skipped", n)
 		return
@@ -553,19 +559,13 @@ func validLine(b []byte) bool {
 }
 
 // activePath returns the indices of the lines on the visible conversation:
-// the chain from the last main-thread message back to the root, linking a
-// compact boundary to its logical parent. A missing parent (corrupt or
-// removed line) or an earlier independent chain continues with the latest
-// earlier line, so nothing before a break is lost.
+// the chain from the leaf (chooseLeaf) back to the root, linking a compact
+// boundary to its logical parent, plus the tool results that sit on side
+// branches of it (sideResults). A missing parent (corrupt or removed line)
+// or an earlier independent chain continues with the latest earlier line,
+// so nothing before a break is lost.
 func (r *claudeReader) activePath() []int {
-	leaf := -1
-	for i := len(r.lines) - 1; i >= 0; i-- {
-		l := r.lines[i]
-		if (r.sub || !l.IsSidechain) && (l.Type == "user" || l.Type == "assistant") {
-			leaf = i
-			break
-		}
-	}
+	leaf := r.chooseLeaf()
 	if leaf < 0 {
 		return nil
 	}
@@ -574,12 +574,8 @@ func (r *claudeReader) activePath() []int {
 	for cur >= 0 && !on[cur] {
 		on[cur] = true
 		l := r.lines[cur]
-		next := -1
-		if p, ok := r.byUUID[l.ParentUUID]; ok && l.ParentUUID != "" {
-			next = p
-		} else if p, ok := r.byUUID[l.LogicalParentUUID]; ok && l.LogicalParentUUID != "" {
-			next = p
-		} else {
+		next := r.parentOf(cur)
+		if next < 0 {
 			if l.ParentUUID != "" {
 				r.t.Diagnostics.problemf("parent %s of %s not found; continuing with the previous line", l.ParentUUID, l.UUID)
 			}
@@ -592,6 +588,7 @@ func (r *claudeReader) activePath() []int {
 		}
 		cur = next
 	}
+	r.sideResults(on)
 	var path []int
 	for i, ok := range on {
 		if ok {
@@ -599,6 +596,124 @@ func (r *claudeReader) activePath() []int {
 		}
 	}
 	return path
+}
+
+// parentOf is the index of line i's parent (parentUuid, else the logical
+// parent of a compact boundary), or -1.
+func (r *claudeReader) parentOf(i int) int {
+	l := r.lines[i]
+	if p, ok := r.byUUID[l.ParentUUID]; ok && l.ParentUUID != "" {
+		return p
+	}
+	if p, ok := r.byUUID[l.LogicalParentUUID]; ok && l.LogicalParentUUID != "" {
+		return p
+	}
+	return -1
+}
+
+func (r *claudeReader) isMsg(i int) bool {
+	l := r.lines[i]
+	return (r.sub || !l.IsSidechain) && (l.Type == "user" || l.Type == "assistant")
+}
+
+// hasToolResult reports a user line that answers tool calls (never a
+// typed prompt).
+func hasToolResult(l *claudeLine) bool {
+	for _, bl := range l.blocks {
+		if bl.Type == "tool_result" {
+			return true
+		}
+	}
+	return false
+}
+
+// chooseLeaf picks the end of the visible conversation: the last message
+// line, unless that line is a tool result off the branch of the latest
+// assistant message. Such a line is a late write to an old branch (an
+// orphaned permission answer to an old tool_use, or the result of an
+// earlier parallel call written after its sibling's); the leaf is then the
+// latest line that descends from the latest assistant message, so the
+// latest exchange is never dropped.
+func (r *claudeReader) chooseLeaf() int {
+	last, lastAsst := -1, -1
+	for i := len(r.lines) - 1; i >= 0 && (last < 0 || lastAsst < 0); i-- {
+		if !r.isMsg(i) {
+			continue
+		}
+		if last < 0 {
+			last = i
+		}
+		if r.lines[i].Type == "assistant" {
+			lastAsst = i
+		}
+	}
+	if last < 0 || lastAsst < 0 || last == lastAsst || !hasToolResult(r.lines[last]) {
+		return last
+	}
+	for cur, n := last, 0; cur >= 0 && n <= len(r.lines); cur, n = r.parentOf(cur), n+1 {
+		if cur == lastAsst {
+			return last
+		}
+	}
+	desc := make([]bool, len(r.lines)-lastAsst)
+	desc[0] = true
+	best := lastAsst
+	for i := lastAsst + 1; i < len(r.lines); i++ {
+		if p := r.parentOf(i); p >= lastAsst && desc[p-lastAsst] {
+			desc[i-lastAsst] = true
+			if r.isMsg(i) {
+				best = i
+			}
+		}
+	}
+	return best
+}
+
+// sideResults adds to the path the tool results it lacks for tool calls
+// on it. Parallel tool calls are written as a chain of assistant lines,
+// and a result can hang off an earlier one of them: a side branch that the
+// walk from the leaf never visits. A result for a call that is already
+// answered on the path (a stale duplicate) stays off.
+func (r *claudeReader) sideResults(on []bool) {
+	pending := map[string]bool{}
+	for i, ok := range on {
+		if !ok {
+			continue
+		}
+		l := r.lines[i]
+		for _, bl := range l.blocks {
+			switch {
+			case l.Type == "assistant" && (bl.Type == "tool_use" || bl.Type == "server_tool_use") && bl.ID != "":
+				pending[bl.ID] = true
+			case l.Type == "user" && bl.Type == "tool_result":
+				delete(pending, bl.ToolUseID)
+			}
+		}
+	}
+	if len(pending) == 0 {
+		return
+	}
+	for i, ok := range on {
+		if ok || !r.isMsg(i) || r.lines[i].Type != "user" {
+			continue
+		}
+		l := r.lines[i]
+		answers := false
+		for _, bl := range l.blocks {
+			if bl.Type == "tool_result" && pending[bl.ToolUseID] {
+				answers = true
+			}
+		}
+		if !answers {
+			continue
+		}
+		on[i] = true
+		for _, bl := range l.blocks {
+			if bl.Type == "tool_result" {
+				delete(pending, bl.ToolUseID)
+			}
+		}
+	}
 }
 
 // build maps the active path into canonical messages.

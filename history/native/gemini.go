@@ -337,6 +337,12 @@ func (r *geminiReader) add(n int, line []byte) {
 		Summary     string                     `json:"summary"`
 	}
 	if !validLine(line) || decodeLenient(line, &h) != nil {
+		if parts := gluedRecords(line); parts != nil {
+			for _, part := range parts {
+				r.add(n, part)
+			}
+			return
+		}
 		r.t.Diagnostics.SkippedLines++
 		r.t.Diagnostics.problemf("line %d: not a JSON record, skipped", n)
 		return
