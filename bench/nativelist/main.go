@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"sync"
 	"time"
 
@@ -42,7 +43,19 @@ func main() {
 	home := flag.String("home", "", "store home (contains .claude, .codex, …)")
 	ws := flag.String("workspace", "/home/dev/project", "workspace whose sessions to list")
 	read := flag.Bool("read", false, "also Read every session in full (transcripts), one at a time")
+	prof := flag.String("cpuprofile", "", "write a CPU profile of the cold listing to this file")
 	flag.Parse()
+	if *prof != "" {
+		f, err := os.Create(*prof)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
 	env := native.Env{Home: *home}
 	ctx := context.Background()
 	cache := &memCache{m: map[string][]byte{}}
@@ -50,6 +63,9 @@ func main() {
 	t0 := time.Now()
 	ss, diags := native.ListWithCache(ctx, env, *ws, cache)
 	cold := time.Since(t0)
+	if *prof != "" {
+		pprof.StopCPUProfile()
+	}
 	var bytes int64
 	for _, s := range ss {
 		bytes += s.Size
