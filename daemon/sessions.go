@@ -68,7 +68,8 @@ type SessionEntry struct {
 	Agent        string   `json:"agent,omitempty"`
 	Agents       []string `json:"agents,omitempty"` // conversation: every agent that answered
 	Title        string   `json:"title"`
-	ParentID     string   `json:"parentId,omitempty"` // native: spawning session of a subagent thread
+	ParentID     string   `json:"parentId,omitempty"`   // native: spawning session of a subagent thread
+	ForkedFrom   string   `json:"forkedFrom,omitempty"` // native: the session this one continues in a new file (fork)
 	Cwd          string   `json:"cwd,omitempty"`
 	GitBranch    string   `json:"gitBranch,omitempty"`
 	Model        string   `json:"model,omitempty"`
@@ -694,7 +695,7 @@ func (s *Server) listSessions(ctx context.Context, c *client) (any, error) {
 	shown := map[string]bool{}
 	for _, ns := range sessions {
 		e := SessionEntry{
-			ID: ns.ID, Kind: SessionKindNative, Agent: ns.Agent, Title: ns.Title, ParentID: ns.ParentID, Cwd: ns.Cwd,
+			ID: ns.ID, Kind: SessionKindNative, Agent: ns.Agent, Title: ns.Title, ParentID: ns.ParentID, ForkedFrom: ns.ForkedFrom, Cwd: ns.Cwd,
 			GitBranch: ns.GitBranch, Model: ns.Model, CreatedAt: ns.CreatedAt, UpdatedAt: ns.UpdatedAt,
 			MessageCount: ns.MessageCount, ToolCount: ns.ToolCount, Path: ns.Path, Size: ns.Size,
 			SkippedLines: ns.Diagnostics.SkippedLines, ResumeCommand: ns.Resume,

@@ -329,6 +329,9 @@ type claudeReader struct {
 	// nameIsSession is set when some line's sessionId is the file name.
 	lastSessionID string
 	nameIsSession bool
+	// firstOtherID is the first main-thread sessionId that is not the
+	// file's own: in a fork, the id of the session it was copied from.
+	firstOtherID string
 }
 
 func newClaudeReader(path string) *claudeReader {
@@ -396,6 +399,8 @@ func (r *claudeReader) add(n int, line []byte) {
 		r.lastSessionID = l.SessionID
 		if l.SessionID == r.nameID() {
 			r.nameIsSession = true
+		} else if r.firstOtherID == "" {
+			r.firstOtherID = l.SessionID
 		}
 	}
 	if l.UUID == "" {
@@ -975,6 +980,9 @@ func (r *claudeReader) finishMeta() {
 	// the copied lines' old sessionId)
 	if !r.sub && r.lastSessionID != "" && !r.nameIsSession {
 		t.ID = r.lastSessionID
+	}
+	if !r.sub && r.nameIsSession && r.firstOtherID != "" {
+		t.ForkedFrom = r.firstOtherID
 	}
 	t.Resume = ResumeCommand(AgentClaude, t.ID, t.Path)
 }

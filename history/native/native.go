@@ -93,7 +93,11 @@ type Session struct {
 	Title string `json:"title"` // by the store's own priority rules (see each reader)
 	// ParentID is the native id of the session that spawned this one as a
 	// subagent (Codex subagent threads), "" for a top-level session.
-	ParentID     string `json:"parentId,omitempty"`
+	ParentID string `json:"parentId,omitempty"`
+	// ForkedFrom is the native id of the session this one continues in a
+	// new file (Claude Code --fork-session, or a --resume that forked):
+	// the id its copied history still carries.
+	ForkedFrom   string `json:"forkedFrom,omitempty"`
 	Cwd          string `json:"cwd,omitempty"` // recorded working directory
 	GitBranch    string `json:"gitBranch,omitempty"`
 	Model        string `json:"model,omitempty"` // last model seen
