@@ -207,6 +207,9 @@ type sessionsHub struct {
 	// linkedPending holds the native files whose change will sync the
 	// subscribed conversations linked to them (guarded by mu).
 	linkedPending map[string]bool
+	// forkChecked holds the Claude files already checked for being a fork
+	// of a linked session (followFork; guarded by mu).
+	forkChecked map[string]bool
 
 	mu        sync.Mutex
 	clients   map[*client]bool // clients with a disconnect watcher

@@ -1116,3 +1116,28 @@ func claudeMeta(path string, rd io.Reader, size int64) (Session, bool, error) {
 	t := r.build()
 	return t.Session, len(t.Messages) > 0, err
 }
+
+// ClaudeForkedFrom tells whether the Claude session file path is a fork
+// (--fork-session, or a --resume that forked into a new file): its history
+// was copied with the old session's sessionId, and its name is its own new
+// id. It reads the head only: parent is the first main-thread sessionId
+// when that is not the name's id. decided is false while the head holds no
+// sessionId yet (a file just created): ask again when it grows.
+func ClaudeForkedFrom(path string) (parent string, decided bool) {
+	name := strings.TrimSuffix(filepath.Base(path), ".jsonl")
+	if len(name) != 36 || strings.Count(name, "-") != 4 || strings.HasPrefix(filepath.Base(path), "agent-") {
+		return "", true // not named after a session id: a copy, not a fork
+	}
+	head := fileHead(path, 64<<10)
+	for _, ln := range strings.Split(head, "\n") {
+		l, ok := skimClaudeLine([]byte(ln))
+		if !ok || l.IsSidechain || l.SessionID == "" {
+			continue
+		}
+		if l.SessionID == name {
+			return "", true
+		}
+		return l.SessionID, true
+	}
+	return "", false
+}
