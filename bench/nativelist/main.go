@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/ochat-dev/ochat/history/native"
+	"github.com/ochat-dev/ochat/internal/gcpolicy"
 )
 
 type memCache struct {
@@ -45,6 +46,7 @@ func main() {
 	read := flag.Bool("read", false, "also Read every session in full (transcripts), one at a time")
 	prof := flag.String("cpuprofile", "", "write a CPU profile of the cold listing to this file")
 	flag.Parse()
+	gcpolicy.Apply(os.Getenv) // as ochatd serve runs the listing
 	if *prof != "" {
 		f, err := os.Create(*prof)
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ochat-dev/ochat/daemon"
 	"github.com/ochat-dev/ochat/history"
+	"github.com/ochat-dev/ochat/internal/gcpolicy"
 )
 
 // runServe is `ochatd serve [--workspace DIR] [--idle 10m] [--log-level L]`:
@@ -36,6 +37,7 @@ func runServe(ctx context.Context, env *Env, args []string) int {
 	if err != nil {
 		return fail(env, "%v", err)
 	}
+	gcpolicy.Apply(env.Getenv)
 	log, err := newLogger(env.Stderr, *level)
 	if err != nil {
 		return fail(env, "%v", err)
