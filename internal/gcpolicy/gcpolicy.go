@@ -14,7 +14,7 @@ const (
 	Percent = 400
 	// Limit is the soft memory limit (GOMEMLIMIT) that caps what Percent
 	// allows: past it the collector runs as often as it must.
-	Limit = 96 << 20
+	Limit = 72 << 20
 )
 
 // Apply sets Percent and Limit unless the environment sets GOGC or
