@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	sjson "github.com/segmentio/encoding/json"
 	"io"
 	"os"
 	"path/filepath"
@@ -238,7 +239,7 @@ func claudeBlocks(raw json.RawMessage) (text string, blocks []claudeBlock, ok bo
 	if raw[0] == '"' {
 		return jsonString(raw), nil, true
 	}
-	if err := json.Unmarshal(raw, &blocks); err != nil {
+	if err := sjson.Unmarshal(raw, &blocks); err != nil {
 		return "", nil, false
 	}
 	return "", blocks, true
