@@ -853,6 +853,9 @@ func (s *Server) nativeFileChanged(agent, path string) {
 		if s.baseCtx.Err() != nil {
 			return
 		}
+		if agent == "" || agent == native.AgentClaude {
+			s.followFork(s.baseCtx, path)
+		}
 		for _, id := range s.subscribedLinked(path) {
 			s.syncLinked(s.baseCtx, id, nil)
 		}
@@ -889,4 +892,67 @@ func (s *Server) subscribedLinked(path string) []string {
 		}
 	}
 	return out
+}
+
+// followFork moves the link of every conversation linked to the Claude
+// session that path forks (native.ClaudeForkedFrom: `claude --resume` or
+// `--fork-session` going on in a new file under a new id) to path, so the
+// conversation keeps growing with the terminal's turns. The mark stays: the
+// fork holds the copied history with the same message ids, so only what
+// follows it is imported. Each file is checked once.
+func (s *Server) followFork(ctx context.Context, path string) {
+	if !strings.HasSuffix(path, ".jsonl") {
+		return
+	}
+	h := &s.native
+	h.mu.Lock()
+	checked := h.forkChecked[path]
+	h.mu.Unlock()
+	if checked {
+		return
+	}
+	parent, decided := native.ClaudeForkedFrom(path)
+	if !decided {
+		return
+	}
+	h.mu.Lock()
+	if h.forkChecked == nil {
+		h.forkChecked = map[string]bool{}
+	}
+	h.forkChecked[path] = true
+	h.mu.Unlock()
+	if parent == "" {
+		return
+	}
+	convs, err := s.store.ListConversations()
+	if err != nil {
+		s.log.Warn("follow a forked native session", "path", path, "err", err)
+		return
+	}
+	newID := strings.TrimSuffix(filepath.Base(path), ".jsonl")
+	for _, cv := range convs {
+		if cv.Native == nil || cv.Native.Agent != native.AgentClaude || cv.Native.SessionID != parent || cv.Native.Path == path {
+			continue
+		}
+		done, err := s.beginSync(ctx, cv.ID)
+		if err != nil {
+			s.log.Info("linked native session forked; the link moves on the next change", "conversation", cv.ID, "err", err)
+			h.mu.Lock()
+			delete(h.forkChecked, path)
+			h.mu.Unlock()
+			continue
+		}
+		cur, err := s.store.Conversation(cv.ID)
+		if err == nil && cur.Native != nil && cur.Native.SessionID == parent {
+			ref := *cur.Native
+			ref.SessionID, ref.Path = newID, path
+			ref.Size, ref.ModTimeNs = 0, 0 // read the new file on the next sync
+			if err := s.store.SetNative(cv.ID, &ref); err != nil {
+				s.log.Warn("follow a forked native session", "conversation", cv.ID, "err", err)
+			} else {
+				s.log.Info("linked native session continues in a fork", "conversation", cv.ID, "from", parent, "to", newID, "path", path)
+			}
+		}
+		done()
+	}
 }

@@ -998,3 +998,50 @@ func TestNativeSyncGone(t *testing.T) {
 		})
 	}
 }
+
+// TestNativeSyncFollowsFork: `claude --resume` (or --fork-session) going on
+// in a new file under a new id — the history copied with the old
+// sessionId, then the new turns — moves the link of the conversation opened
+// from the old session to the new file: its subscribers see the new turns,
+// the copied history is not imported again, and the listing shows the fork
+// with its parent.
+func TestNativeSyncFollowsFork(t *testing.T) {
+	e, nh := newSessionsEnv(t)
+	a, b := e.dial("a"), e.dial("b")
+	call[SessionsListResult](t, a, MethodSessionsList, nil) // starts the watcher
+	open := call[OpenSessionResult](t, a, MethodSessionsOpen, SessionRefParams{SessionID: fixtureClaudeID})
+	conv, n0 := open.ConversationID, len(open.Messages)
+	call[SubscribeResult](t, b, MethodSubscribe, ConversationParams{ConversationID: conv})
+
+	const forkID = "5e5e5e5e-0000-4000-8000-00000000f0f0"
+	copied, err := os.ReadFile(nh.claudeFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := newClaudeLines(t, e.ws, nh.claudeFile)
+	fresh := cl.user("TERMINAL in the fork") + "\n" + cl.assistant("msg_fork1", "answer in the fork") + "\n"
+	forkPath := filepath.Join(filepath.Dir(nh.claudeFile), forkID+".jsonl")
+	if err := os.WriteFile(forkPath, append(copied, strings.ReplaceAll(fresh, fixtureClaudeID, forkID)...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	deadline := time.Now().Add(10 * time.Second)
+	var res GetConversationResult
+	for {
+		res = call[GetConversationResult](t, a, MethodConversationsGet, ConversationParams{ConversationID: conv})
+		if len(res.Messages) >= n0+2 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if len(res.Messages) != n0+2 || lastMessage(res.Messages).Content+lastMessage(res.Messages).Segments[0].Content != "answer in the fork" {
+		t.Fatalf("conversation after the fork: %d messages (want %d), last %+v", len(res.Messages), n0+2, lastMessage(res.Messages))
+	}
+	if ref := res.Conversation.Native; ref == nil || ref.SessionID != forkID || ref.Path != forkPath {
+		t.Fatalf("link after the fork = %+v, want session %s at %s", res.Conversation.Native, forkID, forkPath)
+	}
+	list := call[SessionsListResult](t, a, MethodSessionsList, nil)
+	if f := findEntry(list.Sessions, SessionKindNative, forkID); f == nil || f.ForkedFrom != fixtureClaudeID || f.ConversationID != conv {
+		t.Fatalf("fork entry = %+v, want forkedFrom %s, conversation %s", f, fixtureClaudeID, conv)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -67,7 +68,8 @@ type SessionEntry struct {
 	Agent        string   `json:"agent,omitempty"`
 	Agents       []string `json:"agents,omitempty"` // conversation: every agent that answered
 	Title        string   `json:"title"`
-	ParentID     string   `json:"parentId,omitempty"` // native: spawning session of a subagent thread
+	ParentID     string   `json:"parentId,omitempty"`   // native: spawning session of a subagent thread
+	ForkedFrom   string   `json:"forkedFrom,omitempty"` // native: the session this one continues in a new file (fork)
 	Cwd          string   `json:"cwd,omitempty"`
 	GitBranch    string   `json:"gitBranch,omitempty"`
 	Model        string   `json:"model,omitempty"`
@@ -205,6 +207,9 @@ type sessionsHub struct {
 	// linkedPending holds the native files whose change will sync the
 	// subscribed conversations linked to them (guarded by mu).
 	linkedPending map[string]bool
+	// forkChecked holds the Claude files already checked for being a fork
+	// of a linked session (followFork; guarded by mu).
+	forkChecked map[string]bool
 
 	mu        sync.Mutex
 	clients   map[*client]bool // clients with a disconnect watcher
@@ -490,10 +495,11 @@ type nativeCache struct {
 	mu      sync.Mutex
 	loaded  bool
 	mem     map[string][]byte
-	dirty   map[string][]byte // not yet in bbolt
-	deleted map[string]bool   // to delete from bbolt
-	flushMu sync.Mutex        // one flush at a time
-	flushes sync.WaitGroup    // flushes under way (tests wait for them)
+	decoded map[string]decodedMeta // mem's entries decoded, filled on first use
+	dirty   map[string][]byte      // not yet in bbolt
+	deleted map[string]bool        // to delete from bbolt
+	flushMu sync.Mutex             // one flush at a time
+	flushes sync.WaitGroup         // flushes under way (tests wait for them)
 }
 
 func (c *nativeCache) loadLocked() {
@@ -502,6 +508,7 @@ func (c *nativeCache) loadLocked() {
 	}
 	c.loaded = true
 	c.mem, c.dirty, c.deleted = map[string][]byte{}, map[string][]byte{}, map[string]bool{}
+	c.decoded = map[string]decodedMeta{}
 	_ = c.st.ForEachIndexEntry(func(k string, v []byte) error {
 		if strings.HasPrefix(k, "native/") {
 			c.mem[k] = append([]byte(nil), v...)
@@ -538,6 +545,35 @@ func (l *listing) Get(key string) ([]byte, bool) {
 	return v, ok
 }
 
+type decodedMeta struct {
+	s      native.Session
+	listed bool
+}
+
+// GetMeta implements native.MetaCache: a warm listing decodes no JSON.
+func (l *listing) GetMeta(key string) (native.Session, bool, bool) {
+	l.c.mu.Lock()
+	d, ok := l.c.decoded[key]
+	l.c.mu.Unlock()
+	if ok {
+		l.mu.Lock()
+		l.used[key] = true
+		l.mu.Unlock()
+	}
+	return d.s, d.listed, ok
+}
+
+// PutMeta implements native.MetaCache.
+func (l *listing) PutMeta(key string, s native.Session, listed bool) {
+	// the entry is shared by later listings: an append to a copy (the
+	// listing's de-duplication notes) must not write into it
+	s.Diagnostics.Problems = slices.Clip(s.Diagnostics.Problems)
+	s.Resume = slices.Clip(s.Resume)
+	l.c.mu.Lock()
+	l.c.decoded[key] = decodedMeta{s: s, listed: listed}
+	l.c.mu.Unlock()
+}
+
 // Put implements native.Cache: called once per parsed file.
 func (l *listing) Put(key string, v []byte) {
 	l.c.parsed.Add(1)
@@ -561,6 +597,7 @@ func (l *listing) end(complete bool) {
 		for k := range c.mem {
 			if !l.used[k] {
 				delete(c.mem, k)
+				delete(c.decoded, k)
 				delete(c.dirty, k)
 				c.deleted[k] = true
 			}
@@ -631,7 +668,12 @@ func (s *Server) listSessions(ctx context.Context, c *client) (any, error) {
 		s.log.Debug("listing without a watcher", "err", err)
 	}
 	h := &s.native
+	start := time.Now()
 	sessions, diags := s.listNative(ctx)
+	listed := time.Since(start)
+	defer func() {
+		s.log.Debug("sessions listed", "native", len(sessions), "nativeTook", listed, "took", time.Since(start))
+	}()
 	convs, err := s.store.ListConversations()
 	if err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
@@ -656,7 +698,7 @@ func (s *Server) listSessions(ctx context.Context, c *client) (any, error) {
 	shown := map[string]bool{}
 	for _, ns := range sessions {
 		e := SessionEntry{
-			ID: ns.ID, Kind: SessionKindNative, Agent: ns.Agent, Title: ns.Title, ParentID: ns.ParentID, Cwd: ns.Cwd,
+			ID: ns.ID, Kind: SessionKindNative, Agent: ns.Agent, Title: ns.Title, ParentID: ns.ParentID, ForkedFrom: ns.ForkedFrom, Cwd: ns.Cwd,
 			GitBranch: ns.GitBranch, Model: ns.Model, CreatedAt: ns.CreatedAt, UpdatedAt: ns.UpdatedAt,
 			MessageCount: ns.MessageCount, ToolCount: ns.ToolCount, Path: ns.Path, Size: ns.Size,
 			SkippedLines: ns.Diagnostics.SkippedLines, ResumeCommand: ns.Resume,

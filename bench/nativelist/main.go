@@ -14,10 +14,12 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"sync"
 	"time"
 
 	"github.com/ochat-dev/ochat/history/native"
+	"github.com/ochat-dev/ochat/internal/gcpolicy"
 )
 
 type memCache struct {
@@ -42,7 +44,20 @@ func main() {
 	home := flag.String("home", "", "store home (contains .claude, .codex, …)")
 	ws := flag.String("workspace", "/home/dev/project", "workspace whose sessions to list")
 	read := flag.Bool("read", false, "also Read every session in full (transcripts), one at a time")
+	prof := flag.String("cpuprofile", "", "write a CPU profile of the cold listing to this file")
 	flag.Parse()
+	gcpolicy.Apply(os.Getenv) // as ochatd serve runs the listing
+	if *prof != "" {
+		f, err := os.Create(*prof)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
 	env := native.Env{Home: *home}
 	ctx := context.Background()
 	cache := &memCache{m: map[string][]byte{}}
@@ -50,6 +65,9 @@ func main() {
 	t0 := time.Now()
 	ss, diags := native.ListWithCache(ctx, env, *ws, cache)
 	cold := time.Since(t0)
+	if *prof != "" {
+		pprof.StopCPUProfile()
+	}
 	var bytes int64
 	for _, s := range ss {
 		bytes += s.Size

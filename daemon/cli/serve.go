@@ -13,6 +13,7 @@ import (
 
 	"github.com/ochat-dev/ochat/daemon"
 	"github.com/ochat-dev/ochat/history"
+	"github.com/ochat-dev/ochat/internal/gcpolicy"
 	"github.com/ochat-dev/ochat/procguard"
 )
 
@@ -38,6 +39,7 @@ func runServe(ctx context.Context, env *Env, args []string) int {
 	if err != nil {
 		return fail(env, "%v", err)
 	}
+	gcpolicy.Apply(env.Getenv)
 	log, err := newLogger(env.Stderr, *level)
 	if err != nil {
 		return fail(env, "%v", err)

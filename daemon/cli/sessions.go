@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	sjson "github.com/segmentio/encoding/json"
 	"go.lsp.dev/jsonrpc2"
 
 	"github.com/ochat-dev/ochat/daemon"
@@ -35,12 +37,26 @@ func runSessions(ctx context.Context, env *Env, args []string) int {
 		return code
 	}
 	defer cl.Close()
-	var res daemon.SessionsListResult
-	if err := call(ctx, cl, slowCall, daemon.MethodSessionsList, nil, &res); err != nil {
+	var raw sjson.RawMessage
+	if err := call(ctx, cl, slowCall, daemon.MethodSessionsList, nil, &raw); err != nil {
 		return fail(env, "sessions: %v", err)
 	}
 	if c.json {
-		return printJSON(env, res)
+		// the daemon's answer as it came, indented: decoding 2,000 entries
+		// only to encode them again cost more than the listing
+		var out bytes.Buffer
+		if err := sjson.Indent(&out, raw, "", "  "); err != nil {
+			return fail(env, "sessions: %v", err)
+		}
+		out.WriteByte('\n')
+		if _, err := env.Stdout.Write(out.Bytes()); err != nil {
+			return fail(env, "sessions: %v", err)
+		}
+		return 0
+	}
+	var res daemon.SessionsListResult
+	if err := sjson.Unmarshal(raw, &res); err != nil {
+		return fail(env, "sessions: %v", err)
 	}
 	if len(res.Sessions) == 0 {
 		fmt.Fprintln(env.Stdout, `no sessions yet: none of Claude Code, Codex, Gemini CLI, OpenCode or pi has a session for this workspace, and no conversations (start one with: ochatd chat "your question")`)

@@ -67,6 +67,29 @@ func BenchmarkReadClaude(b *testing.B) {
 	}
 }
 
+// BenchmarkReadLargestClaude reads the largest session of the store (52 MB
+// in the 1 GB store): what opening it costs in the reader.
+func BenchmarkReadLargestClaude(b *testing.B) {
+	env := Env{Home: benchHome(b)}
+	ss, _ := List(context.Background(), env, "/home/dev/project")
+	if len(ss) == 0 {
+		b.Skip("no sessions")
+	}
+	big := ss[0]
+	for _, s := range ss {
+		if s.Size > big.Size {
+			big = s
+		}
+	}
+	b.SetBytes(big.Size)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := ReadClaude(big.Path); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // TestListAgreesWithRead checks, on the generated store, that the listing
 // skim and the full reader agree on titles and counts.
 func TestListAgreesWithRead(t *testing.T) {

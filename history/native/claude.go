@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	sjson "github.com/segmentio/encoding/json"
 	"io"
 	"os"
 	"path/filepath"
@@ -238,7 +239,7 @@ func claudeBlocks(raw json.RawMessage) (text string, blocks []claudeBlock, ok bo
 	if raw[0] == '"' {
 		return jsonString(raw), nil, true
 	}
-	if err := json.Unmarshal(raw, &blocks); err != nil {
+	if err := sjson.Unmarshal(raw, &blocks); err != nil {
 		return "", nil, false
 	}
 	return "", blocks, true
@@ -329,6 +330,9 @@ type claudeReader struct {
 	// nameIsSession is set when some line's sessionId is the file name.
 	lastSessionID string
 	nameIsSession bool
+	// firstOtherID is the first main-thread sessionId that is not the
+	// file's own: in a fork, the id of the session it was copied from.
+	firstOtherID string
 }
 
 func newClaudeReader(path string) *claudeReader {
@@ -343,6 +347,12 @@ func newClaudeReader(path string) *claudeReader {
 func (r *claudeReader) add(n int, line []byte) {
 	l, sm, ok := skimClaudeLineMode(line, r.skim)
 	if !ok {
+		if parts := gluedRecords(line); parts != nil {
+			for _, part := range parts {
+				r.add(n, part)
+			}
+			return
+		}
 		r.t.Diagnostics.SkippedLines++
 		r.t.Diagnostics.problemf("line %d: not a JSON record, skipped", n)
 		return
@@ -390,6 +400,8 @@ func (r *claudeReader) add(n int, line []byte) {
 		r.lastSessionID = l.SessionID
 		if l.SessionID == r.nameID() {
 			r.nameIsSession = true
+		} else if r.firstOtherID == "" {
+			r.firstOtherID = l.SessionID
 		}
 	}
 	if l.UUID == "" {
@@ -553,19 +565,13 @@ func validLine(b []byte) bool {
 }
 
 // activePath returns the indices of the lines on the visible conversation:
-// the chain from the last main-thread message back to the root, linking a
-// compact boundary to its logical parent. A missing parent (corrupt or
-// removed line) or an earlier independent chain continues with the latest
-// earlier line, so nothing before a break is lost.
+// the chain from the leaf (chooseLeaf) back to the root, linking a compact
+// boundary to its logical parent, plus the tool results that sit on side
+// branches of it (sideResults). A missing parent (corrupt or removed line)
+// or an earlier independent chain continues with the latest earlier line,
+// so nothing before a break is lost.
 func (r *claudeReader) activePath() []int {
-	leaf := -1
-	for i := len(r.lines) - 1; i >= 0; i-- {
-		l := r.lines[i]
-		if (r.sub || !l.IsSidechain) && (l.Type == "user" || l.Type == "assistant") {
-			leaf = i
-			break
-		}
-	}
+	leaf := r.chooseLeaf()
 	if leaf < 0 {
 		return nil
 	}
@@ -574,12 +580,8 @@ func (r *claudeReader) activePath() []int {
 	for cur >= 0 && !on[cur] {
 		on[cur] = true
 		l := r.lines[cur]
-		next := -1
-		if p, ok := r.byUUID[l.ParentUUID]; ok && l.ParentUUID != "" {
-			next = p
-		} else if p, ok := r.byUUID[l.LogicalParentUUID]; ok && l.LogicalParentUUID != "" {
-			next = p
-		} else {
+		next := r.parentOf(cur)
+		if next < 0 {
 			if l.ParentUUID != "" {
 				r.t.Diagnostics.problemf("parent %s of %s not found; continuing with the previous line", l.ParentUUID, l.UUID)
 			}
@@ -592,6 +594,7 @@ func (r *claudeReader) activePath() []int {
 		}
 		cur = next
 	}
+	r.sideResults(on)
 	var path []int
 	for i, ok := range on {
 		if ok {
@@ -599,6 +602,124 @@ func (r *claudeReader) activePath() []int {
 		}
 	}
 	return path
+}
+
+// parentOf is the index of line i's parent (parentUuid, else the logical
+// parent of a compact boundary), or -1.
+func (r *claudeReader) parentOf(i int) int {
+	l := r.lines[i]
+	if p, ok := r.byUUID[l.ParentUUID]; ok && l.ParentUUID != "" {
+		return p
+	}
+	if p, ok := r.byUUID[l.LogicalParentUUID]; ok && l.LogicalParentUUID != "" {
+		return p
+	}
+	return -1
+}
+
+func (r *claudeReader) isMsg(i int) bool {
+	l := r.lines[i]
+	return (r.sub || !l.IsSidechain) && (l.Type == "user" || l.Type == "assistant")
+}
+
+// hasToolResult reports a user line that answers tool calls (never a
+// typed prompt).
+func hasToolResult(l *claudeLine) bool {
+	for _, bl := range l.blocks {
+		if bl.Type == "tool_result" {
+			return true
+		}
+	}
+	return false
+}
+
+// chooseLeaf picks the end of the visible conversation: the last message
+// line, unless that line is a tool result off the branch of the latest
+// assistant message. Such a line is a late write to an old branch (an
+// orphaned permission answer to an old tool_use, or the result of an
+// earlier parallel call written after its sibling's); the leaf is then the
+// latest line that descends from the latest assistant message, so the
+// latest exchange is never dropped.
+func (r *claudeReader) chooseLeaf() int {
+	last, lastAsst := -1, -1
+	for i := len(r.lines) - 1; i >= 0 && (last < 0 || lastAsst < 0); i-- {
+		if !r.isMsg(i) {
+			continue
+		}
+		if last < 0 {
+			last = i
+		}
+		if r.lines[i].Type == "assistant" {
+			lastAsst = i
+		}
+	}
+	if last < 0 || lastAsst < 0 || last == lastAsst || !hasToolResult(r.lines[last]) {
+		return last
+	}
+	for cur, n := last, 0; cur >= 0 && n <= len(r.lines); cur, n = r.parentOf(cur), n+1 {
+		if cur == lastAsst {
+			return last
+		}
+	}
+	desc := make([]bool, len(r.lines)-lastAsst)
+	desc[0] = true
+	best := lastAsst
+	for i := lastAsst + 1; i < len(r.lines); i++ {
+		if p := r.parentOf(i); p >= lastAsst && desc[p-lastAsst] {
+			desc[i-lastAsst] = true
+			if r.isMsg(i) {
+				best = i
+			}
+		}
+	}
+	return best
+}
+
+// sideResults adds to the path the tool results it lacks for tool calls
+// on it. Parallel tool calls are written as a chain of assistant lines,
+// and a result can hang off an earlier one of them: a side branch that the
+// walk from the leaf never visits. A result for a call that is already
+// answered on the path (a stale duplicate) stays off.
+func (r *claudeReader) sideResults(on []bool) {
+	pending := map[string]bool{}
+	for i, ok := range on {
+		if !ok {
+			continue
+		}
+		l := r.lines[i]
+		for _, bl := range l.blocks {
+			switch {
+			case l.Type == "assistant" && (bl.Type == "tool_use" || bl.Type == "server_tool_use") && bl.ID != "":
+				pending[bl.ID] = true
+			case l.Type == "user" && bl.Type == "tool_result":
+				delete(pending, bl.ToolUseID)
+			}
+		}
+	}
+	if len(pending) == 0 {
+		return
+	}
+	for i, ok := range on {
+		if ok || !r.isMsg(i) || r.lines[i].Type != "user" {
+			continue
+		}
+		l := r.lines[i]
+		answers := false
+		for _, bl := range l.blocks {
+			if bl.Type == "tool_result" && pending[bl.ToolUseID] {
+				answers = true
+			}
+		}
+		if !answers {
+			continue
+		}
+		on[i] = true
+		for _, bl := range l.blocks {
+			if bl.Type == "tool_result" {
+				delete(pending, bl.ToolUseID)
+			}
+		}
+	}
 }
 
 // build maps the active path into canonical messages.
@@ -861,6 +982,9 @@ func (r *claudeReader) finishMeta() {
 	if !r.sub && r.lastSessionID != "" && !r.nameIsSession {
 		t.ID = r.lastSessionID
 	}
+	if !r.sub && r.nameIsSession && r.firstOtherID != "" {
+		t.ForkedFrom = r.firstOtherID
+	}
 	t.Resume = ResumeCommand(AgentClaude, t.ID, t.Path)
 }
 
@@ -992,4 +1116,29 @@ func claudeMeta(path string, rd io.Reader, size int64) (Session, bool, error) {
 	err := eachLine(rd, &r.t.Diagnostics, r.add)
 	t := r.build()
 	return t.Session, len(t.Messages) > 0, err
+}
+
+// ClaudeForkedFrom tells whether the Claude session file path is a fork
+// (--fork-session, or a --resume that forked into a new file): its history
+// was copied with the old session's sessionId, and its name is its own new
+// id. It reads the head only: parent is the first main-thread sessionId
+// when that is not the name's id. decided is false while the head holds no
+// sessionId yet (a file just created): ask again when it grows.
+func ClaudeForkedFrom(path string) (parent string, decided bool) {
+	name := strings.TrimSuffix(filepath.Base(path), ".jsonl")
+	if len(name) != 36 || strings.Count(name, "-") != 4 || strings.HasPrefix(filepath.Base(path), "agent-") {
+		return "", true // not named after a session id: a copy, not a fork
+	}
+	head := fileHead(path, 64<<10)
+	for _, ln := range strings.Split(head, "\n") {
+		l, ok := skimClaudeLine([]byte(ln))
+		if !ok || l.IsSidechain || l.SessionID == "" {
+			continue
+		}
+		if l.SessionID == name {
+			return "", true
+		}
+		return l.SessionID, true
+	}
+	return "", false
 }

@@ -312,6 +312,12 @@ func (r *codexReader) add(n int, line []byte) {
 		ok = validLine(line) && decodeLenient(line, &l) == nil
 	}
 	if !ok {
+		if parts := gluedRecords(line); parts != nil {
+			for _, part := range parts {
+				r.add(n, part)
+			}
+			return
+		}
 		r.t.Diagnostics.SkippedLines++
 		r.t.Diagnostics.problemf("line %d: not a JSON record, skipped", n)
 		return

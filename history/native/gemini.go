@@ -239,7 +239,10 @@ type geminiMsg struct {
 	Timestamp string          `json:"timestamp"`
 	Type      string          `json:"type"`
 	Content   json.RawMessage `json:"content"`
-	Thoughts  []struct {
+	// DisplayContent is what the user typed when Content holds the
+	// expansion (@file contents read into the prompt).
+	DisplayContent json.RawMessage `json:"displayContent"`
+	Thoughts       []struct {
 		Subject     string `json:"subject"`
 		Description string `json:"description"`
 	} `json:"thoughts"`
@@ -337,6 +340,12 @@ func (r *geminiReader) add(n int, line []byte) {
 		Summary     string                     `json:"summary"`
 	}
 	if !validLine(line) || decodeLenient(line, &h) != nil {
+		if parts := gluedRecords(line); parts != nil {
+			for _, part := range parts {
+				r.add(n, part)
+			}
+			return
+		}
 		r.t.Diagnostics.SkippedLines++
 		r.t.Diagnostics.problemf("line %d: not a JSON record, skipped", n)
 		return
@@ -425,6 +434,27 @@ func geminiParts(raw json.RawMessage) (text string, onlyResponses bool, atts []t
 		}
 	}
 	return strings.Join(texts, "\n"), responses > 0 && len(texts) == 0, atts
+}
+
+// geminiReferencedFiles lists the files an @-expansion read into a prompt
+// ("Content from @<path>:" headers, Gemini CLI's atCommandProcessor).
+func geminiReferencedFiles(expanded string) []transcript.Attachment {
+	var atts []transcript.Attachment
+	const head = "Content from @"
+	for rest := expanded; ; {
+		i := strings.Index(rest, head)
+		if i < 0 {
+			return atts
+		}
+		rest = rest[i+len(head):]
+		j := strings.Index(rest, ":\n")
+		if j <= 0 || strings.Contains(rest[:j], "\n") {
+			continue
+		}
+		p := rest[:j]
+		atts = append(atts, transcript.Attachment{Kind: "file", Name: filepath.Base(p), Path: p})
+		rest = rest[j:]
+	}
 }
 
 type geminiFunctionPart struct {
@@ -516,7 +546,15 @@ func (r *geminiReader) buildLinks() (*Transcript, map[string]string) {
 				b.user(m.ID, ts, tt, nil, true)
 				continue
 			}
-			b.user(m.ID, ts, text, atts, false)
+			if shown, _, _ := geminiParts(m.DisplayContent); strings.TrimSpace(shown) != "" && shown != text {
+				// show and title with what was typed; the expansion stays
+				// as hidden context after it
+				b.user(m.ID, ts, shown, append(atts, geminiReferencedFiles(text)...), false)
+				b.user(m.ID+"#context", ts, text, nil, true)
+				text = shown
+			} else {
+				b.user(m.ID, ts, text, atts, false)
+			}
 			if first == "" {
 				first = text
 			}

@@ -20,6 +20,20 @@ func readGeminiT(t *testing.T, path string) *Transcript {
 	return tr
 }
 
+func TestGeminiDisplayContentAttachments(t *testing.T) {
+	tr := readGeminiT(t, "testdata/gemini/traps/session-2026-03-01T00-03-9f000004.jsonl")
+	u := tr.Messages[0]
+	if len(u.Attachments) != 1 || u.Attachments[0].Path != "/w/app/src/main.go" || u.Attachments[0].Kind != "file" {
+		t.Errorf("attachments = %+v", u.Attachments)
+	}
+	if !tr.Messages[1].Hidden || !strings.Contains(tr.Messages[1].Content, "func main()") {
+		t.Errorf("expansion not kept as hidden context: %+v", tr.Messages[1])
+	}
+	if tr.MessageCount != 4 {
+		t.Errorf("messageCount = %d, want 4 (the context is not counted)", tr.MessageCount)
+	}
+}
+
 func TestGeminiTranscripts(t *testing.T) {
 	tests := []struct {
 		file  string
@@ -37,6 +51,11 @@ func TestGeminiTranscripts(t *testing.T) {
 			"u:kept question", "a:tool(read_file,completed) content(kept answer)",
 		}, "kept question"},
 		{"traps/session-2026-03-01T00-02-9f000003.json", []string{}, ""},
+		// displayContent: shown and titled as typed, the @file expansion kept as hidden context
+		{"traps/session-2026-03-01T00-03-9f000004.jsonl", []string{
+			"u:explain @src/main.go please", "h:explain @src/main.go please\n\n--- Content from referenced files ---\n\nContent from @/w/app/src/main.go:\n\npackage main\n\nfunc main() {}\n\n\n--- End of content ---",
+			"a:content(It is an empty program.)", "u:thanks", "a:content(You're welcome.)",
+		}, "explain @src/main.go please"},
 		{"recorded/session-2026-11-30T09-27-e1dd80ab.jsonl", []string{
 			"u:PLAIN: say hello", "a:content(PONG from fake LLM)",
 			"u:WRITE_FILE /home/dev/project/hello-go.txt",

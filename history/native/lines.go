@@ -3,6 +3,7 @@ package native
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -114,4 +115,31 @@ func eachLine(r io.Reader, d *Diagnostics, fn lineFunc) error {
 		}
 		fn(lr.lineNo, line)
 	}
+}
+
+// gluedRecords splits a line that holds several complete JSON objects one
+// after the other ({...}{...}: two writers, or a write that lost its
+// newline) into those objects. It returns nil unless the whole line is two
+// or more objects: a line with a broken piece stays one skipped line, since
+// an object found inside a cut-short record is not a record.
+func gluedRecords(line []byte) [][]byte {
+	var parts [][]byte
+	i := skipSpace(line, 0)
+	for i < len(line) {
+		if line[i] != '{' {
+			return nil
+		}
+		end, ok := skipValue(line, i)
+		// strict check: the skim is looser than a full decode on literals
+		// and escapes, and the two must split alike
+		if !ok || !json.Valid(line[i:end]) {
+			return nil
+		}
+		parts = append(parts, line[i:end])
+		i = skipSpace(line, end)
+	}
+	if len(parts) < 2 {
+		return nil
+	}
+	return parts
 }

@@ -184,10 +184,19 @@ func listOne(agent, ws, path string, cache Cache, meta metaFunc) fileResult {
 		return fileResult{}
 	}
 	key := cacheKey(agent, ws, path, fi.Size(), fi.ModTime().UnixNano())
+	mc, _ := cache.(MetaCache)
+	if mc != nil {
+		if s, listed, found := mc.GetMeta(key); found {
+			return fileResult{s: s, ok: listed}
+		}
+	}
 	if cache != nil {
 		if b, ok := cache.Get(key); ok {
 			var c cachedMeta
 			if json.Unmarshal(b, &c) == nil {
+				if mc != nil {
+					mc.PutMeta(key, c.Session, c.OK)
+				}
 				return fileResult{s: c.Session, ok: c.OK}
 			}
 		}
@@ -210,6 +219,9 @@ func listOne(agent, ws, path string, cache Cache, meta metaFunc) fileResult {
 	if cache != nil {
 		b, _ := json.Marshal(cachedMeta{Session: s, OK: ok})
 		cache.Put(key, b)
+		if mc != nil {
+			mc.PutMeta(key, s, ok)
+		}
 	}
 	return fileResult{s: s, ok: ok}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -199,4 +200,69 @@ func TestListDedupesCopiedSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("fu-copy.jsonl", 1)
+}
+
+// metaMapCache is a mapCache that also keeps entries decoded (MetaCache).
+type metaMapCache struct {
+	mapCache
+	meta    map[string]Session
+	listed  map[string]bool
+	metaHit int
+}
+
+func (c *metaMapCache) GetMeta(k string) (Session, bool, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, ok := c.meta[k]
+	if ok {
+		c.metaHit++
+	}
+	return s, c.listed[k], ok
+}
+
+func (c *metaMapCache) PutMeta(k string, s Session, listed bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.meta == nil {
+		c.meta, c.listed = map[string]Session{}, map[string]bool{}
+	}
+	c.meta[k], c.listed[k] = s, listed
+}
+
+// TestListMetaCache: a MetaCache serves a warm listing decoded (no JSON
+// entry is read), a cache filled only with encoded entries (a restart)
+// is decoded once, and all three listings agree.
+func TestListMetaCache(t *testing.T) {
+	home := t.TempDir()
+	ws := cleanAbs(t.TempDir())
+	enc, _ := ClaudeProjectDirName(ws)
+	proj := filepath.Join(home, ".claude", "projects", enc)
+	writeFile(t, filepath.Join(proj, "s-a.jsonl"), claudeSessionLines("s-a", ws, "first", "2026-01-01T00:00:00Z"))
+	writeFile(t, filepath.Join(proj, "s-b.jsonl"), claudeSessionLines("s-b", ws, "second", "2026-01-02T00:00:00Z"))
+	orphan, _ := os.ReadFile("testdata/claude/traps/orphan.jsonl")
+	writeFile(t, filepath.Join(proj, "s-orphan.jsonl"), orphan) // cached as not listed
+	env := Env{Home: home}
+	cold, _ := ListWithCache(context.Background(), env, ws, &mapCache{})
+
+	c := &metaMapCache{}
+	first, _ := ListWithCache(context.Background(), env, ws, c)
+	if c.puts != 3 || len(c.meta) != 3 {
+		t.Fatalf("cold listing: puts=%d decoded=%d, want 3 and 3", c.puts, len(c.meta))
+	}
+	hits := c.hits
+	warm, _ := ListWithCache(context.Background(), env, ws, c)
+	if c.hits != hits || c.metaHit != 3 || c.puts != 3 {
+		t.Errorf("warm listing: json hits=%d meta hits=%d puts=%d, want 0, 3, 3", c.hits-hits, c.metaHit, c.puts)
+	}
+	// restart: only the encoded entries survive
+	c2 := &metaMapCache{mapCache: mapCache{m: c.m}}
+	restarted, _ := ListWithCache(context.Background(), env, ws, c2)
+	if c2.hits != 3 || c2.puts != 0 || len(c2.meta) != 3 {
+		t.Errorf("after restart: json hits=%d puts=%d decoded=%d, want 3, 0, 3", c2.hits, c2.puts, len(c2.meta))
+	}
+	for _, got := range [][]Session{first, warm, restarted} {
+		if !reflect.DeepEqual(got, cold) {
+			t.Errorf("listing differs from a cold one:\n got %+v\nwant %+v", got, cold)
+		}
+	}
 }

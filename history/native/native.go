@@ -94,7 +94,11 @@ type Session struct {
 	Title string `json:"title"` // by the store's own priority rules (see each reader)
 	// ParentID is the native id of the session that spawned this one as a
 	// subagent (Codex subagent threads), "" for a top-level session.
-	ParentID     string `json:"parentId,omitempty"`
+	ParentID string `json:"parentId,omitempty"`
+	// ForkedFrom is the native id of the session this one continues in a
+	// new file (Claude Code --fork-session, or a --resume that forked):
+	// the id its copied history still carries.
+	ForkedFrom   string `json:"forkedFrom,omitempty"`
 	Cwd          string `json:"cwd,omitempty"` // recorded working directory
 	GitBranch    string `json:"gitBranch,omitempty"`
 	Model        string `json:"model,omitempty"` // last model seen
@@ -197,12 +201,23 @@ type Cache interface {
 	Put(key string, v []byte)
 }
 
+// MetaCache is a Cache that also holds entries decoded: a listing served
+// by it decodes no JSON (a 2,000-session warm listing is then a stat per
+// file). Put is still called with the encoded entry, for persistence.
+type MetaCache interface {
+	Cache
+	// GetMeta returns the decoded entry of key: the session and whether
+	// the file is listed at all (a file with no conversation is not).
+	GetMeta(key string) (s Session, listed, found bool)
+	PutMeta(key string, s Session, listed bool)
+}
+
 func cacheKey(agent, ws, path string, size, mtimeNs int64) string {
 	return fmt.Sprintf("native/v%d/%s/%s/%s/%d/%d", cacheVersion, agent, ws, path, size, mtimeNs)
 }
 
 // cacheVersion changes whenever the meaning of cached Session JSON changes.
-const cacheVersion = 3
+const cacheVersion = 4
 
 func encodeSession(s Session) []byte {
 	b, _ := json.Marshal(s) // Session has no unmarshalable fields

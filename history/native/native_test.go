@@ -88,21 +88,23 @@ func TestCopiedSessionFile(t *testing.T) {
 		name, src, copyName string
 		data                func() []byte
 		agent, id, resume   string
+		forkedFrom          string // the session a fork continues (listed with it)
 	}{
 		{"claude trap", "testdata/claude/traps/22222222-2222-4222-8222-222222222222.jsonl", "fu-copy.jsonl", nil,
-			AgentClaude, "11111111-1111-4111-8111-111111111111", "claude --resume 11111111-1111-4111-8111-111111111111"},
+			AgentClaude, "11111111-1111-4111-8111-111111111111", "claude --resume 11111111-1111-4111-8111-111111111111", ""},
 		{"claude recorded", "testdata/claude/recorded/24cb974b-077a-4ab3-bdf4-622ee8278cca.jsonl", "session.jsonl", nil,
-			AgentClaude, "24cb974b-077a-4ab3-bdf4-622ee8278cca", "claude --resume 24cb974b-077a-4ab3-bdf4-622ee8278cca"},
+			AgentClaude, "24cb974b-077a-4ab3-bdf4-622ee8278cca", "claude --resume 24cb974b-077a-4ab3-bdf4-622ee8278cca", ""},
 		{"claude fork keeps its name", "", "99999999-9999-4999-8999-999999999999.jsonl", forkLines,
-			AgentClaude, "99999999-9999-4999-8999-999999999999", "claude --resume 99999999-9999-4999-8999-999999999999"},
+			AgentClaude, "99999999-9999-4999-8999-999999999999", "claude --resume 99999999-9999-4999-8999-999999999999",
+			"24cb974b-077a-4ab3-bdf4-622ee8278cca"},
 		{"codex", "testdata/codex/recorded/rollout-2026-11-30T09-21-42-01a22bc2-94f0-7343-bc9a-974a49e6be4e.jsonl", "copy.jsonl", nil,
-			AgentCodex, "01a22bc2-94f0-7343-bc9a-974a49e6be4e", "codex resume 01a22bc2-94f0-7343-bc9a-974a49e6be4e"},
+			AgentCodex, "01a22bc2-94f0-7343-bc9a-974a49e6be4e", "codex resume 01a22bc2-94f0-7343-bc9a-974a49e6be4e", ""},
 		{"codex legacy bare", "testdata/codex/public/claude-code-log__legacy-flat__rollout-44444444-4444-4444-8444-444444444444.jsonl", "old.jsonl", nil,
-			AgentCodex, "44444444-4444-4444-8444-444444444444", "codex resume 44444444-4444-4444-8444-444444444444"},
+			AgentCodex, "44444444-4444-4444-8444-444444444444", "codex resume 44444444-4444-4444-8444-444444444444", ""},
 		{"gemini", "testdata/gemini/recorded/session-2026-11-30T09-28-71f227ce.jsonl", "copy.jsonl", nil,
-			AgentGemini, "71f227ce-0a5f-43b0-b7c4-a6393048de49", "gemini --resume 71f227ce-0a5f-43b0-b7c4-a6393048de49"},
+			AgentGemini, "71f227ce-0a5f-43b0-b7c4-a6393048de49", "gemini --resume 71f227ce-0a5f-43b0-b7c4-a6393048de49", ""},
 		{"pi", "testdata/pi/traps/2026-04-01T00-00-00-000Z_7a000000-0000-4000-8000-000000000001.jsonl", "copy.jsonl", nil,
-			AgentPi, "7a000000-0000-4000-8000-000000000001", "pi --session " + filepath.Join(dir, "pi", "copy.jsonl")},
+			AgentPi, "7a000000-0000-4000-8000-000000000001", "pi --session " + filepath.Join(dir, "pi", "copy.jsonl"), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var data []byte
@@ -126,6 +128,9 @@ func TestCopiedSessionFile(t *testing.T) {
 			s, _ := listingMeta(t, tc.agent, path)
 			if s.ID != tc.id || strings.Join(s.Resume, " ") != tc.resume {
 				t.Errorf("listing: id %s resume %q; want %s %q", s.ID, strings.Join(s.Resume, " "), tc.id, tc.resume)
+			}
+			if tr.ForkedFrom != tc.forkedFrom || s.ForkedFrom != tc.forkedFrom {
+				t.Errorf("forkedFrom: read %q listing %q, want %q", tr.ForkedFrom, s.ForkedFrom, tc.forkedFrom)
 			}
 		})
 	}

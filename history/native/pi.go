@@ -161,6 +161,12 @@ func newPiReader(path string) *piReader {
 func (r *piReader) add(n int, line []byte) {
 	var e piEntry
 	if !validLine(line) || decodeLenient(line, &e) != nil || e.Type == "" {
+		if parts := gluedRecords(line); parts != nil {
+			for _, part := range parts {
+				r.add(n, part)
+			}
+			return
+		}
 		r.t.Diagnostics.SkippedLines++
 		r.t.Diagnostics.problemf("line %d: not a JSON record, skipped", n)
 		return
