@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 )
 
@@ -299,4 +300,32 @@ func (s *Store) RestoreAll(ctx context.Context, to, label string) (RestoreResult
 	res, err := s.Restore(ctx, to, paths, RestoreOptions{Expect: backup.ID})
 	res.Backup = backup.ID
 	return res, err
+}
+
+// SameContent reports whether a and b hold the same thing: both absent, or
+// the same mode and bytes.
+func SameContent(a, b File) bool { return sameFile(a, b) }
+
+// markPrefix names refs that keep a checkpoint whatever Prune decides (the
+// backup of the last rewind of a conversation, for its undo).
+const markPrefix = "refs/marks/"
+
+// SetMark names checkpoint id under name (letters, digits, '-', '_').
+func (s *Store) SetMark(name, id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, err := s.commit(id)
+	if err != nil {
+		return err
+	}
+	return s.st.SetReference(plumbing.NewHashReference(plumbing.ReferenceName(markPrefix+name), c.Hash))
+}
+
+// Mark returns the checkpoint named name, "" when none.
+func (s *Store) Mark(name string) string {
+	r, err := s.st.Reference(plumbing.ReferenceName(markPrefix + name))
+	if err != nil {
+		return ""
+	}
+	return r.Hash().String()
 }

@@ -407,6 +407,8 @@ func (c *client) dispatch(ctx context.Context, method string, params json.RawMes
 		return s.setConfig(c, p, reply)
 	case MethodFileChangeApply, MethodFileChangeRevert:
 		return s.fileChange(c, params, method == MethodFileChangeRevert, reply)
+	case MethodChanges, MethodRewind, MethodRewindUndo, MethodCheckpointRestore:
+		return s.checkpointMethod(c, method, params, reply) // rewind.go
 	}
 	return nil, jsonrpc2.Errorf(jsonrpc2.MethodNotFound, "unknown method %q", method)
 }

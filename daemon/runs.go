@@ -47,7 +47,10 @@ type run struct {
 	lastCkpt     int64 // seq of the last checkpoint
 	lastEvent    time.Time
 	cancelSent   bool
-	abandoned    bool // the agent ignored a cancel for CancelGrace and is being stopped
+	abandoned    bool            // the agent ignored a cancel for CancelGrace and is being stopped
+	ckBefore     string          // code checkpoint before the turn (checkpoints.go)
+	ckNote       string          // why there is none
+	agentWrote   map[string]bool // paths the agent wrote through fs/write_text_file
 
 	kick     chan struct{} // checkpoint wanted
 	urgent   chan struct{} // checkpoint wanted now (tool / fileChange)
@@ -289,6 +292,7 @@ func (s *Server) runTurn(r *run, spec agents.Spec) {
 		}
 	}()
 
+	s.turnStartCheckpoint(r)
 	if r.fresh {
 		s.closeSessions(r.ctx, r.convID)
 	}
@@ -716,6 +720,7 @@ func (s *Server) finish(r *run, stopReason, errMsg string) {
 	}
 	transcript.Apply(&final, term) // status, stopReason/error, canonical segments
 	rejectedSegs := markRejected(&final, rejected)
+	rejectedSegs = append(rejectedSegs, s.turnEndCheckpoint(r, &final)...) // what the disk says wins
 	// The answer and the agent's cursor move together: a crash cannot leave
 	// a stored answer that the agent would be handed again, or a cursor past
 	// an answer that was not stored.

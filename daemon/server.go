@@ -107,6 +107,12 @@ type Options struct {
 	// CLAUDE_CONFIG_DIR, CODEX_HOME, XDG_DATA_HOME, …); nil means the
 	// process environment. Tests point it at private directories.
 	NativeEnv *native.Env
+	// CheckpointDir is the shadow repository of code checkpoints; "" means
+	// "checkpoints" beside the store. NoCheckpoints turns them off.
+	// CheckpointMaxFileBytes is the per-file cap (0: the checkpoint default).
+	CheckpointDir          string
+	NoCheckpoints          bool
+	CheckpointMaxFileBytes int64
 }
 
 // AgentRegistry is what the daemon needs of the agent registry;
@@ -146,6 +152,8 @@ type Server struct {
 	closed   bool
 
 	native sessionsHub // terminal-started sessions (sessions.go)
+
+	ckpts codeCheckpoints // code checkpoints (checkpoints.go)
 }
 
 // New returns a Server; it does not touch the store until a client asks.
