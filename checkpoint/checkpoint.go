@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"bytes"
+	"compress/zlib"
 	"context"
 	"encoding/gob"
 	"encoding/json"
@@ -12,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -81,7 +83,17 @@ type Store struct {
 	st    storer.Storer
 	log   *slog.Logger
 	mu    sync.Mutex
-	cache map[string]cacheEntry // guarded by mu
+	cache map[string]cacheEntry  // guarded by mu
+	trees map[plumbing.Hash]bool // tree objects known to be stored; guarded by mu
+
+	saveMu sync.Mutex // one stat cache save at a time
+	saveWG sync.WaitGroup
+}
+
+// Close waits for the stat cache to be saved.
+func (s *Store) Close() error {
+	s.saveWG.Wait()
+	return nil
 }
 
 // cacheEntry is what the stat cache knows of one path.
@@ -178,7 +190,7 @@ func Open(opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open checkpoints %s: %w", opts.Dir, err)
 	}
-	s := &Store{opts: opts, repo: repo, st: repo.Storer, log: log}
+	s := &Store{opts: opts, repo: repo, st: repo.Storer, log: log, trees: map[plumbing.Hash]bool{}}
 	s.cache = s.loadCache()
 	return s, nil
 }
@@ -229,6 +241,8 @@ type scan struct {
 	patterns []gitignore.Pattern
 	old, now map[string]cacheEntry
 	entries  []entry
+	jobs     []job
+	cands    []cand
 	cp       Checkpoint
 	read     int64
 }
@@ -254,6 +268,8 @@ func (s *Store) takeLocked(ctx context.Context, label string) (Checkpoint, error
 	if err := sc.walk("", nil); err != nil {
 		return Checkpoint{}, err
 	}
+	sc.statAll()
+	sc.hashJobs()
 	tree, err := s.writeTree(sc.entries)
 	if err != nil {
 		return Checkpoint{}, fmt.Errorf("checkpoint: store tree: %w", err)
@@ -274,9 +290,17 @@ func (s *Store) takeLocked(ctx context.Context, label string) (Checkpoint, error
 		return Checkpoint{}, fmt.Errorf("checkpoint: store ref: %w", err)
 	}
 	s.cache = sc.now
-	if err := s.saveCache(sc.now); err != nil {
-		s.log.Info("checkpoint stat cache not saved; the next daemon start reads every file", "err", err)
-	}
+	// Saved in the background (one at a time, in order): the cache only
+	// spares the next process re-reading files, and a lost save costs that.
+	s.saveWG.Add(1)
+	go func(m map[string]cacheEntry) {
+		defer s.saveWG.Done()
+		s.saveMu.Lock()
+		defer s.saveMu.Unlock()
+		if err := s.saveCache(m); err != nil {
+			s.log.Info("checkpoint stat cache not saved; the next daemon start reads every file", "err", err)
+		}
+	}(sc.now)
 	sc.cp.ID = h.String()
 	sc.cp.Time = sc.start
 	return sc.cp, nil
@@ -369,15 +393,43 @@ func (sc *scan) walk(rel string, comps []string) error {
 			}
 			continue
 		}
-		sc.file(dir, p, de)
+		sc.cands = append(sc.cands, cand{abs: filepath.Join(dir, name), rel: p})
 	}
 	return nil
 }
 
+// cand is a non-directory entry found by the walk, stat'ed after it.
+type cand struct {
+	abs, rel string
+	fi       fs.FileInfo
+	err      error
+}
+
+// statAll lstats the candidates on every core: on a large workspace the
+// stats are most of a checkpoint whose files did not change.
+func (sc *scan) statAll() {
+	n := min(runtime.GOMAXPROCS(0), 4)
+	var wg sync.WaitGroup
+	chunk := (len(sc.cands) + n - 1) / max(n, 1)
+	for w := 0; w < n && w*chunk < len(sc.cands); w++ {
+		part := sc.cands[w*chunk : min((w+1)*chunk, len(sc.cands))]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range part {
+				part[i].fi, part[i].err = os.Lstat(part[i].abs)
+			}
+		}()
+	}
+	wg.Wait()
+	for i := range sc.cands {
+		sc.file(&sc.cands[i])
+	}
+}
+
 // file records one non-directory entry.
-func (sc *scan) file(dir, rel string, de fs.DirEntry) {
-	abs := filepath.Join(dir, de.Name())
-	fi, err := os.Lstat(abs)
+func (sc *scan) file(c *cand) {
+	abs, rel, fi, err := c.abs, c.rel, c.fi, c.err
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
 			sc.skip(rel, "unreadable: "+errText(err), nil)
@@ -421,34 +473,101 @@ func (sc *scan) file(dir, rel string, de fs.DirEntry) {
 			return
 		}
 	}
+	if mode != filemode.Symlink {
+		sc.read += fi.Size()
+	}
+	// Read, hashed and stored after the walk, in parallel (hashJobs).
+	sc.jobs = append(sc.jobs, job{idx: len(sc.entries), abs: abs, rel: rel, mode: mode, fi: fi})
+	sc.entries = append(sc.entries, entry{path: rel, mode: mode})
+}
+
+// job is one file to read, hash and store.
+type job struct {
+	idx  int
+	abs  string
+	rel  string
+	mode filemode.FileMode
+	fi   fs.FileInfo
+	// results
+	ce     cacheEntry
+	size   int64
+	reason string // skipped
+}
+
+// run reads, hashes and stores j's file.
+func (j *job) run(s *Store) {
 	var data []byte
-	if mode == filemode.Symlink {
-		target, err := os.Readlink(abs) // the link itself, never what it points to
+	fi := j.fi
+	if j.mode == filemode.Symlink {
+		target, err := os.Readlink(j.abs) // the link itself, never what it points to
 		if err != nil {
-			sc.skip(rel, "unreadable link: "+errText(err), fi)
+			j.reason = "unreadable link: " + errText(err)
 			return
 		}
 		data = []byte(target)
 	} else {
-		data, fi, err = readStable(abs, fi, sc.s.opts.MaxFileBytes)
+		var err error
+		data, fi, err = readStable(j.abs, fi, s.opts.MaxFileBytes)
 		if err != nil {
-			sc.skip(rel, errText(err), fi)
+			j.fi, j.reason = fi, errText(err)
 			return
 		}
-		ino, ctime = sysStat(fi)
-		ce = cacheEntry{Size: fi.Size(), MTime: fi.ModTime().UnixNano(), CTime: ctime, Mode: uint32(fi.Mode()), Ino: ino}
-		sc.read += int64(len(data))
 	}
-	h, err := sc.s.putBlob(data)
+	h, err := s.putBlob(data)
 	if err != nil {
-		sc.skip(rel, "could not be stored: "+errText(err), fi)
+		j.reason = "could not be stored: " + errText(err)
 		return
 	}
-	ce.ReadAt = sc.s.opts.Now().UnixNano()
-	ce.Hash = h
-	sc.now[rel] = ce
-	sc.cp.Hashed++
-	sc.add(rel, mode, h, int64(len(data)))
+	ino, ctime := sysStat(fi)
+	j.ce = cacheEntry{Size: fi.Size(), MTime: fi.ModTime().UnixNano(), CTime: ctime, Mode: uint32(fi.Mode()), Ino: ino,
+		ReadAt: s.opts.Now().UnixNano(), Hash: h}
+	j.size = int64(len(data))
+}
+
+// hashJobs runs the walk's jobs on every core and folds the results into
+// the scan, dropping the entries of files that could not be recorded.
+func (sc *scan) hashJobs() {
+	n := min(runtime.GOMAXPROCS(0), 4)
+	ch := make(chan *job)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range ch {
+				j.run(sc.s)
+			}
+		}()
+	}
+	for i := range sc.jobs {
+		ch <- &sc.jobs[i]
+	}
+	close(ch)
+	wg.Wait()
+	drop := map[int]bool{}
+	for i := range sc.jobs {
+		j := &sc.jobs[i]
+		if j.reason != "" {
+			sc.skip(j.rel, j.reason, j.fi)
+			drop[j.idx] = true
+			continue
+		}
+		sc.entries[j.idx].hash = j.ce.Hash
+		sc.now[j.rel] = j.ce
+		sc.cp.Hashed++
+		sc.cp.Files++
+		sc.cp.Bytes += j.size
+	}
+	if len(drop) > 0 {
+		kept := sc.entries[:0]
+		for i, e := range sc.entries {
+			if !drop[i] {
+				kept = append(kept, e)
+			}
+		}
+		sc.entries = kept
+	}
+	sort.Slice(sc.cp.Skipped, func(a, b int) bool { return sc.cp.Skipped[a].Path < sc.cp.Skipped[b].Path })
 }
 
 func (sc *scan) add(rel string, mode filemode.FileMode, h plumbing.Hash, size int64) {
@@ -492,7 +611,18 @@ func readOnce(abs string, limit int64) ([]byte, fs.FileInfo, error) {
 	if !st.Mode().IsRegular() {
 		return nil, st, errChanged
 	}
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	// One buffer of the stat'ed size (+1 to see growth), not ReadAll's
+	// doublings.
+	b := make([]byte, min(st.Size(), limit)+1)
+	n, err := io.ReadFull(f, b)
+	switch {
+	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
+		b, err = b[:n], nil
+	case err == nil && int64(n) <= limit: // it grew: read on up to the limit
+		var rest []byte
+		rest, err = io.ReadAll(io.LimitReader(f, limit+1-int64(n)))
+		b = append(b, rest...)
+	}
 	if err != nil {
 		return nil, st, fmt.Errorf("unreadable: %w", err)
 	}
@@ -503,24 +633,54 @@ func readOnce(abs string, limit int64) ([]byte, fs.FileInfo, error) {
 	return b, after, nil
 }
 
-// putBlob stores data as a blob unless the repository has it.
+// zlibPool reuses compressors: each holds about a megabyte of tables.
+var zlibPool sync.Pool
+
+// putBlob stores data as a loose blob unless the repository has it. It
+// writes the object itself (the loose format: zlib of "blob <size>\x00" and
+// the data, at objects/xx/yyyy…) at zlib's fastest level: go-git's writer
+// compresses at the default level, several times slower, and a first
+// checkpoint compresses the whole workspace. go-git reads it like any other.
 func (s *Store) putBlob(data []byte) (plumbing.Hash, error) {
 	h := plumbing.ComputeHash(plumbing.BlobObject, data)
-	if s.st.HasEncodedObject(h) == nil {
+	hex := h.String()
+	dir := filepath.Join(s.opts.Dir, "objects", hex[:2])
+	path := filepath.Join(dir, hex[2:])
+	if _, err := os.Stat(path); err == nil {
 		return h, nil
 	}
-	obj := s.st.NewEncodedObject()
-	obj.SetType(plumbing.BlobObject)
-	obj.SetSize(int64(len(data)))
-	w, err := obj.Writer()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return h, err
+	}
+	tmp, err := os.CreateTemp(dir, "tmp_obj_")
 	if err != nil {
 		return h, err
 	}
-	if _, err := w.Write(data); err != nil {
+	zw, _ := zlibPool.Get().(*zlib.Writer)
+	if zw == nil {
+		zw, _ = zlib.NewWriterLevel(tmp, zlib.BestSpeed)
+	} else {
+		zw.Reset(tmp)
+	}
+	defer zlibPool.Put(zw)
+	_, err = fmt.Fprintf(zw, "blob %d\x00", len(data))
+	if err == nil {
+		_, err = zw.Write(data)
+	}
+	if err == nil {
+		err = zw.Close()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
 		return h, err
 	}
-	w.Close()
-	return s.st.SetEncodedObject(obj)
+	return h, nil
 }
 
 // writeTree stores the trees of entries (sorted by path) and returns the
@@ -563,10 +723,14 @@ func (s *Store) buildTree(entries []entry, prefix string) (plumbing.Hash, int, e
 		return plumbing.ZeroHash, 0, err
 	}
 	h := obj.Hash()
-	if s.st.HasEncodedObject(h) == nil {
+	if s.trees[h] || s.st.HasEncodedObject(h) == nil {
+		s.trees[h] = true
 		return h, i, nil
 	}
 	_, err := s.st.SetEncodedObject(obj)
+	if err == nil {
+		s.trees[h] = true
+	}
 	return h, i, err
 }
 

@@ -22,6 +22,7 @@ func newStore(t *testing.T, mod func(*Options)) (*Store, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { s.Close() })
 	return s, ws
 }
 
@@ -201,10 +202,12 @@ func TestStatCache(t *testing.T) {
 	}
 	write(t, ws, "b.txt", "B\n", 0o644)
 	// A reopened store reads the saved cache.
+	s.Close() // the cache is saved
 	s2, err := Open(s.opts)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer s2.Close()
 	third := take(t, s2)
 	if third.Hashed != 1 {
 		t.Fatalf("third hashed %d, want 1 (only b.txt)", third.Hashed)

@@ -378,6 +378,9 @@ func (s *Server) Close(ctx context.Context) error {
 			sl.conn.Close()
 		}
 	}
+	if st, cerr := s.checkpoints(); cerr == nil {
+		st.Close() // the stat cache is saved
+	}
 	return err
 }
 
