@@ -642,7 +642,12 @@ var zlibPool sync.Pool
 // compresses at the default level, several times slower, and a first
 // checkpoint compresses the whole workspace. go-git reads it like any other.
 func (s *Store) putBlob(data []byte) (plumbing.Hash, error) {
-	h := plumbing.ComputeHash(plumbing.BlobObject, data)
+	return s.putLoose(plumbing.BlobObject, data)
+}
+
+// putLoose stores one object of type typ as a loose object (see putBlob).
+func (s *Store) putLoose(typ plumbing.ObjectType, data []byte) (plumbing.Hash, error) {
+	h := plumbing.ComputeHash(typ, data)
 	hex := h.String()
 	dir := filepath.Join(s.opts.Dir, "objects", hex[:2])
 	path := filepath.Join(dir, hex[2:])
@@ -663,7 +668,7 @@ func (s *Store) putBlob(data []byte) (plumbing.Hash, error) {
 		zw.Reset(tmp)
 	}
 	defer zlibPool.Put(zw)
-	_, err = fmt.Fprintf(zw, "blob %d\x00", len(data))
+	_, err = fmt.Fprintf(zw, "%s %d\x00", typ, len(data))
 	if err == nil {
 		_, err = zw.Write(data)
 	}
@@ -718,20 +723,21 @@ func (s *Store) buildTree(entries []entry, prefix string) (plumbing.Hash, int, e
 	// git orders a tree's entries by name, a directory's name as if it
 	// ended in "/".
 	sort.Slice(t.Entries, func(a, b int) bool { return gitName(t.Entries[a]) < gitName(t.Entries[b]) })
-	obj := s.st.NewEncodedObject()
+	obj := &plumbing.MemoryObject{}
 	if err := t.Encode(obj); err != nil {
 		return plumbing.ZeroHash, 0, err
 	}
 	h := obj.Hash()
-	if s.trees[h] || s.st.HasEncodedObject(h) == nil {
-		s.trees[h] = true
+	if s.trees[h] {
 		return h, i, nil
 	}
-	_, err := s.st.SetEncodedObject(obj)
-	if err == nil {
-		s.trees[h] = true
+	r, _ := obj.Reader()
+	data, _ := io.ReadAll(r)
+	if _, err := s.putLoose(plumbing.TreeObject, data); err != nil {
+		return h, i, err
 	}
-	return h, i, err
+	s.trees[h] = true
+	return h, i, nil
 }
 
 func gitName(e object.TreeEntry) string {
