@@ -141,3 +141,28 @@ func TestTurnCheckpoints(t *testing.T) {
 	check("gone.txt", "")
 	check("new.txt", strings.Repeat("content that moves\n", 10))
 }
+
+// TestEditRestoresCode: an edit with restoreCode puts the files back to
+// before the edited turn, and ochat/rewind/undo brings the turn's files back.
+func TestEditRestoresCode(t *testing.T) {
+	e := newRealEnv(t)
+	cli := e.dial("cli")
+	f := filepath.Join(e.ws, "a.txt")
+	os.WriteFile(f, []byte("before\n"), 0o644)
+	res, _ := turnFiles(t, e, cli, "", "SHELL printf 'after\\n' > a.txt", nil)
+	ed := call[SendResult](t, cli, MethodChatEdit, EditParams{ConversationID: res.ConversationID, MessageID: res.UserMessageID, Text: "PLAIN instead", RestoreCode: true})
+	collect(t, cli, ed.TurnID, nil)
+	if b, _ := os.ReadFile(f); string(b) != "before\n" {
+		t.Fatalf("after edit with restoreCode: %q", b)
+	}
+	call[RewindResult](t, cli, MethodRewindUndo, ConversationParams{ConversationID: res.ConversationID})
+	if b, _ := os.ReadFile(f); string(b) != "after\n" {
+		t.Fatalf("after undo: %q", b)
+	}
+	// A retry that cannot start (unknown agent) restores nothing.
+	msgs := call[GetConversationResult](t, cli, MethodConversationsGet, ConversationParams{ConversationID: res.ConversationID}).Messages
+	callErr(t, cli, MethodChatRetry, RetryParams{ConversationID: res.ConversationID, MessageID: msgs[0].ID, RestoreCode: true, Agent: "nope"}, CodeAgentUnavailable)
+	if b, _ := os.ReadFile(f); string(b) != "after\n" {
+		t.Fatalf("a failed retry changed the files: %q", b)
+	}
+}

@@ -294,3 +294,38 @@ func (s *Server) checkpointMethod(c *client, method string, params json.RawMessa
 	}()
 	return nil, errReplied
 }
+
+// restorePoint is the code checkpoint an edit or retry with restoreCode
+// restores: the one before the turn user message msgs[i] started.
+func restorePoint(want bool, msgs []transcript.Message, i int) (string, error) {
+	if !want {
+		return "", nil
+	}
+	if i+1 >= len(msgs) || msgs[i+1].Checkpoints == nil || msgs[i+1].Checkpoints.Before == "" {
+		return "", jsonrpc2.Errorf(CodeConflict, "that turn has no code checkpoint (imported from a terminal session, or made before checkpoints): send without restoreCode")
+	}
+	return msgs[i+1].Checkpoints.Before, nil
+}
+
+// restoreCodeFor puts the workspace back to checkpoint id ("" : nothing to
+// do) once startTurn holds the conversation's run slot, after a backup that
+// ochat/rewind/undo restores.
+func (s *Server) restoreCodeFor(convID, id string) error {
+	if id == "" {
+		return nil
+	}
+	st, err := s.checkpoints()
+	if err != nil {
+		return jsonrpc2.Errorf(CodeConflict, "cannot restore the code: %v", err)
+	}
+	rr, err := st.RestoreAll(s.baseCtx, id, "before edit/retry of "+convID)
+	if rr.Backup != "" {
+		if merr := st.SetMark("rewind-"+convID, rr.Backup); merr != nil {
+			s.log.Error("keep restore backup", "err", merr)
+		}
+	}
+	if err != nil {
+		return restoreErr("restore the code", err)
+	}
+	return nil
+}

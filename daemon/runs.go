@@ -83,6 +83,7 @@ func (r *run) messageCopyLocked() transcript.Message { return r.red.Message() }
 
 // turnRequest says how to start a turn: ochat/chat/send, edit and retry.
 type turnRequest struct {
+	restoreTo   string // edit/retry restoreCode: the code checkpoint to restore first (rewind.go)
 	convID      string // "" creates a conversation
 	agent       string // "" = the conversation's last agent, else the default
 	text        string
@@ -206,6 +207,10 @@ func (s *Server) startTurn(c *client, req turnRequest, reply jsonrpc2.Replier) (
 		r.cancel()
 	}
 	if err := s.putBlobs(req.blobs); err != nil {
+		release()
+		return nil, err
+	}
+	if err := s.restoreCodeFor(conv.ID, req.restoreTo); err != nil {
 		release()
 		return nil, err
 	}
