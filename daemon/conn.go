@@ -419,6 +419,8 @@ func (c *client) dispatch(ctx context.Context, method string, params json.RawMes
 			return s.queueRemove(p)
 		}
 		return s.queueSendNow(p)
+	case MethodChanges, MethodRewind, MethodRewindUndo, MethodCheckpointRestore:
+		return s.checkpointMethod(c, method, params, reply) // rewind.go
 	}
 	return nil, jsonrpc2.Errorf(jsonrpc2.MethodNotFound, "unknown method %q", method)
 }

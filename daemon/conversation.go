@@ -103,8 +103,13 @@ func (s *Server) edit(c *client, p EditParams, reply jsonrpc2.Replier) (any, err
 	if agent == "" {
 		agent = answeringAgent(msgs, i)
 	}
+	restoreTo, err := restorePoint(p.RestoreCode, msgs, i)
+	if err != nil {
+		return nil, err
+	}
 	return s.startTurn(c, turnRequest{
-		convID: p.ConversationID, agent: agent, text: p.Text, attachments: msgs[i].Attachments, truncateFrom: msgs[i].ID,
+		restoreTo: restoreTo,
+		convID:    p.ConversationID, agent: agent, text: p.Text, attachments: msgs[i].Attachments, truncateFrom: msgs[i].ID,
 	}, reply)
 }
 
@@ -139,9 +144,14 @@ func (s *Server) retry(c *client, p RetryParams, reply jsonrpc2.Replier) (any, e
 	if agent == "" {
 		agent = answeringAgent(msgs, i)
 	}
+	restoreTo, err := restorePoint(p.RestoreCode, msgs, i)
+	if err != nil {
+		return nil, err
+	}
 	u := msgs[i]
 	return s.startTurn(c, turnRequest{
-		convID: p.ConversationID, agent: agent, text: u.Content, attachments: u.Attachments, truncateFrom: u.ID,
+		restoreTo: restoreTo,
+		convID:    p.ConversationID, agent: agent, text: u.Content, attachments: u.Attachments, truncateFrom: u.ID,
 	}, reply)
 }
 

@@ -63,6 +63,10 @@ type FileChangeParams struct {
 	MessageID      string `json:"messageId"`
 	Path           string `json:"path"`
 	Force          bool   `json:"force,omitempty"`
+	// Dirty is sent by an editor whose buffer of Path has unsaved edits: a
+	// checkpoint-backed apply or revert then refuses (-32003) instead of
+	// mixing the two texts.
+	Dirty bool `json:"dirty,omitempty"`
 }
 
 func (p *FileChangeParams) validate() error {
@@ -87,6 +91,9 @@ type FileChangeResult struct {
 	Via     string `json:"via,omitempty"`
 	Reason  string `json:"reason,omitempty"`
 	Status  string `json:"status,omitempty"`
+	// Checkpoint is the code checkpoint a forced apply or revert took of the
+	// current content first: restoring it undoes the forced call.
+	Checkpoint string `json:"checkpoint,omitempty"`
 }
 
 // FileChangeStatusParams are an ochat/fileChangeStatus notification's
@@ -228,6 +235,9 @@ func (s *Server) doFileChange(ctx context.Context, ed *client, p FileChangeParam
 	seg, err := s.findFileChange(p)
 	if err != nil {
 		return FileChangeResult{}, err
+	}
+	if handled, res, err := s.checkpointFileChange(ctx, ed, p, seg, revert); handled {
+		return res, err
 	}
 	abs, err := s.confine(seg.Path)
 	if err != nil {
@@ -374,6 +384,7 @@ func (s *Server) recordFileChange(p FileChangeParams, path, status string) error
 // An editor that answers applied=false fails the write with its reason.
 func (s *Server) editorWriteFile(convID string) func(ctx context.Context, sessionID, path, content string) (bool, error) {
 	return func(ctx context.Context, _ string, path, content string) (bool, error) {
+		s.noteAgentWrite(convID, path)
 		ed := s.applyEditor(convID)
 		if ed == nil {
 			return false, nil

@@ -475,28 +475,28 @@ func TestFileChangeApplyRevert(t *testing.T) {
 		t.Fatal(err)
 	}
 	msg := callErr(t, cli, MethodFileChangeApply, p2, CodeConflict)
-	if !strings.Contains(msg, "changed since the agent's edit") {
+	if !strings.Contains(msg, "changed since the turn") || !strings.Contains(msg, "force: true") {
 		t.Fatalf("conflict message %q", msg)
 	}
-	// Forcing on disk would lose what the user wrote for good: refused, file kept.
-	p2.Force = true
-	msg = callErr(t, cli, MethodFileChangeApply, p2, CodeConflict)
-	if !strings.Contains(msg, "force needs an editor") {
-		t.Fatalf("forced conflict on disk: %q", msg)
-	}
 	if got := readFileOrNil(t, path); got == nil || *got != "mine\n" {
-		t.Fatalf("after refused forced apply on disk: %v", got)
+		t.Fatalf("after refused apply: %v", got)
 	}
-	// A file that is gone can be forced back on disk.
-	if err := os.Remove(path); err != nil {
-		t.Fatal(err)
-	}
+	// Forced on disk: the user's text is kept in a checkpoint first, so the
+	// forced apply can be undone; the file gets the turn's exact bytes.
+	p2.Force = true
 	r = call[FileChangeResult](t, cli, MethodFileChangeApply, p2)
-	if !r.Applied || r.Via != ViaDisk {
-		t.Fatalf("forced apply of a removed file: %+v", r)
+	if !r.Applied || r.Via != ViaDisk || r.Checkpoint == "" {
+		t.Fatalf("forced apply on disk: %+v", r)
 	}
 	if got := readFileOrNil(t, path); got == nil || *got != second {
 		t.Fatalf("after forced apply on disk: %v", got)
+	}
+	st, err := e.srv.checkpoints()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, err := st.File(r.Checkpoint, "notes/a.txt"); err != nil || string(f.Data) != "mine\n" {
+		t.Fatalf("backup of the user's text: %q %v", f.Data, err)
 	}
 	if s := storedFileChange(t, cli, conv, msg2); s.Status != FileChangeApplied {
 		t.Fatalf("status after forced apply: %q", s.Status)
@@ -568,8 +568,16 @@ func TestAgentWriteThroughEditor(t *testing.T) {
 		t.Fatalf("turn %+v", log.terminal())
 	}
 	got := call[GetConversationResult](t, ed, MethodConversationsGet, ConversationParams{ConversationID: res.ConversationID})
-	if a := got.Messages[1]; !strings.Contains(a.Segments[len(a.Segments)-1].Content, "written") {
-		t.Fatalf("agent says %+v", a.Segments)
+	a := got.Messages[1]
+	said, fc := false, transcript.Segment{}
+	for _, sg := range a.Segments {
+		said = said || strings.Contains(sg.Content, "written")
+		if sg.Type == transcript.SegFileChange {
+			fc = sg
+		}
+	}
+	if !said || fc.Change != "added" || fc.Origin != OriginAgent {
+		t.Fatalf("agent says %+v (want \"written\" and an added fileChange by the agent)", a.Segments)
 	}
 	raws, edits := edLog.all()
 	if len(edits) != 1 || len(edits[0].Edit.DocumentChanges) != 2 || edits[0].Edit.DocumentChanges[0].Create == nil || strings.Contains(string(raws[0]), "version") {

@@ -51,7 +51,10 @@ type run struct {
 	lastCkpt     int64 // seq of the last checkpoint
 	lastEvent    time.Time
 	cancelSent   bool
-	abandoned    bool // the agent ignored a cancel for CancelGrace and is being stopped
+	abandoned    bool            // the agent ignored a cancel for CancelGrace and is being stopped
+	ckBefore     string          // code checkpoint before the turn (checkpoints.go)
+	ckNote       string          // why there is none
+	agentWrote   map[string]bool // paths the agent wrote through fs/write_text_file
 
 	kick     chan struct{} // checkpoint wanted
 	urgent   chan struct{} // checkpoint wanted now (tool / fileChange)
@@ -84,6 +87,7 @@ func (r *run) messageCopyLocked() transcript.Message { return r.red.Message() }
 
 // turnRequest says how to start a turn: ochat/chat/send, edit and retry.
 type turnRequest struct {
+	restoreTo   string // edit/retry restoreCode: the code checkpoint to restore first (rewind.go)
 	convID      string // "" creates a conversation
 	agent       string // "" = the conversation's last agent, else the default
 	text        string
@@ -230,6 +234,10 @@ func (s *Server) startTurn(c *client, req turnRequest, reply jsonrpc2.Replier) (
 		release()
 		return nil, err
 	}
+	if err := s.restoreCodeFor(conv.ID, req.restoreTo); err != nil {
+		release()
+		return nil, err
+	}
 	err = s.store.Update(func(w *history.Writer) error {
 		if req.truncateFrom != "" {
 			if err := w.TruncateFrom(conv.ID, req.truncateFrom); err != nil {
@@ -326,6 +334,7 @@ func (s *Server) runTurn(r *run, spec agents.Spec) {
 		s.finish(r, "", r.startErr)
 		return
 	}
+	s.turnStartCheckpoint(r)
 	if r.fresh {
 		s.closeSessions(r.ctx, r.convID)
 	}
@@ -779,6 +788,7 @@ func (s *Server) finish(r *run, stopReason, errMsg string) {
 	}
 	transcript.Apply(&final, term) // status, stopReason/error, canonical segments
 	rejectedSegs := markRejected(&final, rejected)
+	rejectedSegs = append(rejectedSegs, s.turnEndCheckpoint(r, &final)...) // what the disk says wins
 	// The answer and the agent's cursor move together: a crash cannot leave
 	// a stored answer that the agent would be handed again, or a cursor past
 	// an answer that was not stored.

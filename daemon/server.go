@@ -112,6 +112,12 @@ type Options struct {
 	// CLAUDE_CONFIG_DIR, CODEX_HOME, XDG_DATA_HOME, …); nil means the
 	// process environment. Tests point it at private directories.
 	NativeEnv *native.Env
+	// CheckpointDir is the shadow repository of code checkpoints; "" means
+	// "checkpoints" beside the store. NoCheckpoints turns them off.
+	// CheckpointMaxFileBytes is the per-file cap (0: the checkpoint default).
+	CheckpointDir          string
+	NoCheckpoints          bool
+	CheckpointMaxFileBytes int64
 }
 
 // AgentRegistry is what the daemon needs of the agent registry;
@@ -157,6 +163,7 @@ type Server struct {
 	qmu        sync.Mutex
 	queues     map[string][]history.QueuedMessage
 	queuesOnce sync.Once
+	ckpts      codeCheckpoints // code checkpoints (checkpoints.go)
 }
 
 // New returns a Server; it does not touch the store until a client asks.
@@ -386,6 +393,9 @@ func (s *Server) Close(ctx context.Context) error {
 		if sl.conn != nil {
 			sl.conn.Close()
 		}
+	}
+	if st, cerr := s.checkpoints(); cerr == nil {
+		st.Close() // the stat cache is saved
 	}
 	return err
 }

@@ -311,6 +311,9 @@ type EditParams struct {
 	MessageID      string `json:"messageId"`
 	Text           string `json:"text"`
 	Agent          string `json:"agent,omitempty"`
+	// RestoreCode also puts the workspace's files back to before the edited
+	// turn (its code checkpoint), after a backup (ochat/rewind/undo).
+	RestoreCode bool `json:"restoreCode,omitempty"`
 }
 
 func (p *EditParams) validate() error {
@@ -333,6 +336,8 @@ type RetryParams struct {
 	ConversationID string `json:"conversationId"`
 	MessageID      string `json:"messageId"`
 	Agent          string `json:"agent,omitempty"`
+	// RestoreCode: as for EditParams.
+	RestoreCode bool `json:"restoreCode,omitempty"`
 }
 
 func (p *RetryParams) validate() error {

@@ -66,6 +66,12 @@ type Record struct {
 	OldText    *string `json:"oldText,omitempty"`
 	NewText    *string `json:"newText,omitempty"`
 	ToolCallID string  `json:"toolCallId,omitempty"`
+	Change     string  `json:"change,omitempty"`
+	OldPath    string  `json:"oldPath,omitempty"`
+	Origin     string  `json:"origin,omitempty"`
+	Binary     bool    `json:"binary,omitempty"`
+	ModeChange string  `json:"modeChange,omitempty"`
+	Note       string  `json:"note,omitempty"`
 
 	// workspace
 	Files  []string `json:"files,omitempty"`
@@ -99,6 +105,12 @@ func (r *Record) Segment() Segment {
 		OldText:      r.OldText,
 		NewText:      r.NewText,
 		ToolCallID:   r.ToolCallID,
+		Change:       r.Change,
+		OldPath:      r.OldPath,
+		Origin:       r.Origin,
+		Binary:       r.Binary,
+		ModeChange:   r.ModeChange,
+		Note:         r.Note,
 		Files:        r.Files,
 		Errors:       r.Errors,
 	}
@@ -128,6 +140,12 @@ func segmentRecord(id string, m *Message, s *Segment) Record {
 		OldText:      s.OldText,
 		NewText:      s.NewText,
 		ToolCallID:   s.ToolCallID,
+		Change:       s.Change,
+		OldPath:      s.OldPath,
+		Origin:       s.Origin,
+		Binary:       s.Binary,
+		ModeChange:   s.ModeChange,
+		Note:         s.Note,
 		Files:        s.Files,
 		Errors:       s.Errors,
 	}

@@ -157,6 +157,13 @@ func mergeSegment(dst *Segment, src *Segment) {
 	if src.ToolCallID != "" {
 		dst.ToolCallID = src.ToolCallID
 	}
+	for _, f := range [][2]*string{{&dst.Change, &src.Change}, {&dst.OldPath, &src.OldPath}, {&dst.Origin, &src.Origin},
+		{&dst.ModeChange, &src.ModeChange}, {&dst.Note, &src.Note}} {
+		if *f[1] != "" {
+			*f[0] = *f[1]
+		}
+	}
+	dst.Binary = dst.Binary || src.Binary
 	if src.Files != nil {
 		dst.Files = slices.Clone(src.Files)
 	}

@@ -83,6 +83,17 @@ type Message struct {
 	DurationMs int64         `json:"durationMs,omitempty"`
 	StopReason string        `json:"stopReason,omitempty"` // ACP stop reason, verbatim
 	Error      string        `json:"error,omitempty"`      // turn.failed message
+	// Checkpoints are the code checkpoints taken before and after the turn
+	// (nil: none, e.g. a turn imported from a terminal session).
+	Checkpoints *TurnCheckpoints `json:"checkpoints,omitempty"`
+}
+
+// TurnCheckpoints names a turn's code checkpoints (ids in the workspace's
+// shadow repository). Note says why one is missing.
+type TurnCheckpoints struct {
+	Before string `json:"before,omitempty"`
+	After  string `json:"after,omitempty"`
+	Note   string `json:"note,omitempty"`
 }
 
 // Attachment is a file or image referenced by a user message. Content is
@@ -130,6 +141,18 @@ type Segment struct {
 	OldText    *string `json:"oldText,omitempty"` // nil: file did not exist / unknown
 	NewText    *string `json:"newText,omitempty"`
 	ToolCallID string  `json:"toolCallId,omitempty"`
+	// From the turn's checkpoints (docs/checkpoints.md): Change is added |
+	// modified | deleted | renamed | skipped; OldPath the path before a
+	// rename; Origin who made it: "agent" (a tool reported it), "shell" (an
+	// execute tool ran; ToolCallID set when exactly one did), "user"
+	// (nothing of the agent's could have); Binary, ModeChange ("100644 →
+	// 100755") and Note (why a path was not recorded) as seen on disk.
+	Change     string `json:"change,omitempty"`
+	OldPath    string `json:"oldPath,omitempty"`
+	Origin     string `json:"origin,omitempty"`
+	Binary     bool   `json:"binary,omitempty"`
+	ModeChange string `json:"modeChange,omitempty"`
+	Note       string `json:"note,omitempty"`
 
 	// workspace
 	Files  []string `json:"files,omitempty"`

@@ -62,6 +62,9 @@ func Main(ctx context.Context, env *Env, args []string, extra ...Command) int {
 		{"validate", "check a session event log; one line per violation, exit 1 if any", runValidate},
 		{"apply", "apply a turn's file changes again (CONVERSATION_ID [MESSAGE_ID [PATH...]], --force)", runApply},
 		{"revert", "revert a turn's file changes (CONVERSATION_ID [MESSAGE_ID [PATH...]], --force)", runRevert},
+		{"changes", "list a turn's file changes with diffs, from its checkpoints (CONVERSATION_ID [N], --json)", runChanges},
+		{"rewind", "restore files and conversation to before turn N (CONVERSATION_ID N, --code-only, --conversation-only, --undo)", runRewind},
+		{"restore", "restore files from a checkpoint (CHECKPOINT [PATH...]); a checkpoint of the current files is taken first", runRestore},
 		{"cancel", "cancel the running turn of a conversation (CONVERSATION_ID)", runCancel},
 		{"queue", "list a conversation's queued messages; remove, edit or send-now one (CONVERSATION_ID)", runQueue},
 		{"stop", "stop the workspace daemon (it restarts on demand with the current environment)", runStop},
@@ -133,7 +136,13 @@ func synopsis(name string) (args, notes string) {
 	case "cancel":
 		return "CONVERSATION_ID", ""
 	case "apply", "revert":
-		return "CONVERSATION_ID [MESSAGE_ID [PATH...]]", ""
+		return "CONVERSATION_ID [MESSAGE_ID [PATH...]]", "Files come back with the exact bytes and mode of the turn's checkpoints; --reason TEXT (revert) sends the agent a note."
+	case "changes":
+		return "CONVERSATION_ID [N]", "N counts the conversation's turns from 1 (its user messages, as ochatd show lists them)."
+	case "rewind":
+		return "CONVERSATION_ID N", "A checkpoint of the files is taken first: ochatd rewind --undo CONVERSATION_ID brings them back (dropped turns stay dropped)."
+	case "restore":
+		return "CHECKPOINT [PATH...]", "PATHs are relative to the workspace; none restores every file."
 	case "doctor":
 		return "", "Exit status: 0 when every check passes (notes are fine), 1 when any check prints FAIL, 2 for a usage error."
 	case "stop":

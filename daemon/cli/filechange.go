@@ -45,7 +45,8 @@ func runFileChange(ctx context.Context, env *Env, args []string, revert bool) in
 	}
 	var c common
 	fs := newFlags(env, name, &c, true)
-	force := fs.Bool("force", false, "recreate a file that was deleted since the agent's edit (overwriting a changed file needs an editor)")
+	force := fs.Bool("force", false, "also when the file changed since the turn: its current content is kept in a checkpoint first (printed), so this can be undone")
+	reason := fs.String("reason", "", "after reverting, send the agent this note as the next message (queued if a turn is running)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return exitFlag(err)
@@ -110,6 +111,9 @@ func runFileChange(ctx context.Context, env *Env, args []string, revert bool) in
 		if c.json {
 			continue
 		}
+		if res.Checkpoint != "" {
+			fmt.Fprintf(env.Stdout, "kept the current %s in checkpoint %s (undo: ochatd restore %s %s)\n", shown, res.Checkpoint, res.Checkpoint, relTo(ws, p))
+		}
 		switch {
 		case res.Applied:
 			fmt.Fprintf(env.Stdout, "%s %s\n", done, shown)
@@ -118,6 +122,20 @@ func runFileChange(ctx context.Context, env *Env, args []string, revert bool) in
 		default:
 			failed = true
 			fmt.Fprintf(env.Stderr, "ochatd: %s %s: not done: %s\n", name, shown, res.Reason)
+		}
+	}
+	if *reason != "" && !failed {
+		var shown []string
+		for _, p := range paths {
+			shown = append(shown, relTo(ws, p))
+		}
+		note := fmt.Sprintf("I %s your change to %s. Reason: %s", done, strings.Join(shown, ", "), *reason)
+		var sr daemon.SendResult
+		if err := call(ctx, cl, quickCall, daemon.MethodChatSend, daemon.SendParams{ConversationID: pos[0], Text: note}, &sr); err != nil {
+			return fail(env, "%s: the files were %s, but the note was not sent: %v", name, done, err)
+		}
+		if !c.json {
+			fmt.Fprintf(env.Stdout, "sent the agent: %s\n", note)
 		}
 	}
 	if c.json {
@@ -155,11 +173,18 @@ func relTo(ws, p string) string {
 // follow: the daemon overwrites a changed file only through an editor.
 var forceHint = regexp.MustCompile(`review the diff \(or \w+ with force: true to overwrite it\)`)
 
+// ckptForceHint matches the checkpoint-backed conflict hint ("or revert
+// with force: true (the current content is kept …").
+var ckptForceHint = regexp.MustCompile(`or (\w+) with force: true \(`)
+
 // cliConflictHint rewrites a CodeConflict error's hint for the terminal:
 // "open the diff in VS Code or Neovim to overwrite it there (undoable), or
 // edit the file by hand". Other errors pass unchanged.
 func cliConflictHint(err error) error {
 	var je *jsonrpc2.Error
+	if errors.As(err, &je) && je.Code == daemon.CodeConflict && ckptForceHint.MatchString(je.Message) {
+		return &jsonrpc2.Error{Code: je.Code, Message: ckptForceHint.ReplaceAllString(je.Message, "or run ochatd $1 again with --force ("), Data: je.Data}
+	}
 	if !errors.As(err, &je) || je.Code != daemon.CodeConflict || !forceHint.MatchString(je.Message) {
 		return err
 	}

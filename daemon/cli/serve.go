@@ -31,6 +31,7 @@ func runServe(ctx context.Context, env *Env, args []string) int {
 	fs.DurationVar(&to.CancelGrace, "cancel-grace", daemon.DefaultCancelGrace, "how long a cancelled turn may take to end before the agent is stopped")
 	fs.DurationVar(&to.AgentIdleTimeout, "agent-idle", daemon.DefaultAgentIdleTimeout, "stop an agent process that has served no turn for this long (negative: never)")
 	fs.DurationVar(&to.PermissionTimeout, "permission-timeout", daemon.DefaultPermissionTimeout, "cancel a turn whose permission request is pending this long with no client connected (negative: never)")
+	fs.BoolVar(&to.NoCheckpoints, "no-checkpoints", false, "take no code checkpoints before and after turns (docs/checkpoints.md)")
 	fs.IntVar(&to.MaxAgents, "max-agents", daemon.DefaultMaxAgents, "most live agent processes; one more stops the least recently used idle one (negative: no cap)")
 	if _, err := parse(fs, args); err != nil {
 		return exitFlag(err)

@@ -38,6 +38,9 @@
 //	                       cancelled: stop reason cancelled, the tool left open
 //	ASK <relpath> <text>   like WRITE but no tool_call first: the permission request is
 //	                       the first sight of the tool (gemini-cli does this)
+//	SHELL <command>        tool_call (execute) "Run <command>", runs sh -c <command> in the
+//	                       session cwd, tool_call_update completed with its output; it
+//	                       reports no diff (the daemon must see the change on disk)
 //	PLAN                   three plan updates (entries progressing), then text
 //	SLOW <n>               n chunks "c<i> " 50 ms apart; on session/cancel stops with
 //	                       stop reason cancelled
@@ -775,6 +778,21 @@ func (a *agent) scenario(ctx context.Context, s *session, out *turnOut, word, re
 		_ = a.send(ctx, s.ID, acp.UpdateToolCall(acp.ToolCallId(id), acp.WithUpdateStatus(acp.ToolCallStatusCompleted),
 			acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock("file contents"))})))
 		out.say("Read it.")
+	case "SHELL":
+		id := a.nextToolID("shell")
+		_ = a.send(ctx, s.ID, acp.StartToolCall(acp.ToolCallId(id), "Run "+rest,
+			acp.WithStartKind(acp.ToolKindExecute), acp.WithStartStatus(acp.ToolCallStatusInProgress),
+			acp.WithStartRawInput(map[string]any{"command": rest})))
+		cmd := exec.CommandContext(ctx, "sh", "-c", rest)
+		cmd.Dir = s.Cwd
+		outB, err := cmd.CombinedOutput()
+		st := acp.ToolCallStatusCompleted
+		if err != nil {
+			st = acp.ToolCallStatusFailed
+		}
+		_ = a.send(ctx, s.ID, acp.UpdateToolCall(acp.ToolCallId(id), acp.WithUpdateStatus(st),
+			acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock(string(outB)))})))
+		out.say("Ran it.")
 	case "OPEN":
 		id := a.nextToolID("open")
 		_ = a.send(ctx, s.ID, acp.StartToolCall(acp.ToolCallId(id), "Run forever",
