@@ -120,44 +120,27 @@ end
 
 --- Opens an entry in the chat window (read-only transcript; the next prompt continues it). `cb(err)`.
 function M.open_entry(chat, e, cb)
+  -- An opened conversation starts at its last turn (your last prompt), as CodeCompanion does, not at its last line.
+  local function done(err)
+    if not err then
+      chat:scroll_to_last_turn()
+    end
+    if cb then
+      cb(err)
+    end
+  end
   if e.kind == 'conversation' then
-    chat:subscribe(e.id, cb)
     chat:open({ focus = 'chat' })
+    chat:subscribe(e.id, done)
     return
   end
   if e.live and not e.conversationId then
-    chat:follow_native(M.session_ref(e), e, cb)
     chat:open({ focus = 'chat' })
+    chat:follow_native(M.session_ref(e), e, done)
     return
   end
-  chat:open_native(M.session_ref(e), cb)
   chat:open({ focus = 'chat' })
-end
-
---- :OChatHistory
-function M.pick(chat, cb)
-  local t0 = util.now_ms()
-  M.fetch(chat, function(list, err)
-    if not list then
-      return cb and cb(err) -- already reported; "no conversations" would be untrue
-    end
-    if #list == 0 then
-      util.notify('no conversations or sessions in ' .. chat.root)
-      return cb and cb(nil)
-    end
-    M.last_open_ms = util.now_ms() - t0
-    vim.ui.select(list, {
-      prompt = 'ochat history (● live terminal session, ○ terminal session)',
-      format_item = M.format,
-      kind = 'ochat.history',
-    }, function(choice)
-      if choice then
-        M.open_entry(chat, choice, cb)
-      elseif cb then
-        cb(nil)
-      end
-    end)
-  end)
+  chat:open_native(M.session_ref(e), done)
 end
 
 return M
