@@ -143,4 +143,31 @@ function M.open_entry(chat, e, cb)
   chat:open_native(M.session_ref(e), done)
 end
 
+
+--- :OChatHistory
+function M.pick(chat, cb)
+  local t0 = util.now_ms()
+  M.fetch(chat, function(list, err)
+    if not list then
+      return cb and cb(err) -- already reported; "no conversations" would be untrue
+    end
+    if #list == 0 then
+      util.notify('no conversations or sessions in ' .. chat.root)
+      return cb and cb(nil)
+    end
+    M.last_open_ms = util.now_ms() - t0
+    vim.ui.select(list, {
+      prompt = 'ochat history (● live terminal session, ○ terminal session)',
+      format_item = M.format,
+      kind = 'ochat.history',
+    }, function(choice)
+      if choice then
+        M.open_entry(chat, choice, cb)
+      elseif cb then
+        cb(nil)
+      end
+    end)
+  end)
+end
+
 return M

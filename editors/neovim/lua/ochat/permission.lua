@@ -103,6 +103,7 @@ function M.lines(p, root)
   end
   local k = require('ochat').config.keymaps
   table.insert(out, string.format('%s allow once · %s reject · %s pick any option (or :OChatAllow, :OChatDeny, :OChatPermission)', k.permission_allow or '', k.permission_deny or '', k.permission_pick or ''))
+  M.head_lines = #out
   table.insert(out, '')
   table.insert(out, '**Tool:** ' .. (util.nn(tc.name) or util.nn(tc.id) or '?') .. (util.nn(tc.providerKind) and (' (' .. tc.providerKind .. ')') or ''))
   local input = util.nn(tc.input)
@@ -188,6 +189,7 @@ function M.status()
 end
 
 local seq = 0
+M.head_lines = 6 -- lines of the view up to the keys (set by M.lines)
 
 -- Cut to what the command line shows without a "Press ENTER" prompt.
 local function fit_cols(text)
@@ -209,9 +211,11 @@ local function geometry(chat, nlines)
     local h = math.max(3, math.min(nlines, math.floor(api.nvim_win_get_height(chat.win) * 0.6)))
     return { row = pos[1] + 1, col = pos[2] + 2, width = math.max(20, w - 4), height = h }
   end
+  -- No chat on screen: a notification-sized float at the bottom right, the request's options and keys (the first
+  -- lines); :OChatPermission enters it to read the rest.
   local w = math.max(30, math.min(90, cols - 4))
-  local h = math.max(3, math.min(nlines, math.floor(lines / 2)))
-  return { row = 1, col = math.max(0, cols - w - 2), width = w, height = h }
+  local h = math.max(3, math.min(nlines, M.head_lines, math.floor(lines / 3)))
+  return { row = math.max(0, lines - h - 3), col = math.max(0, cols - w - 2), width = w, height = h }
 end
 
 local function changed()
