@@ -31,7 +31,10 @@ describe('render', function()
     eq(nil, render.apply_event(m, { type = 'content.delta', seq = 2, delta = 'dup' }), 'duplicate seq ignored')
     render.apply_event(m, { type = 'activity.upsert', seq = 3, segment = { type = 'tool', id = 't1', name = 'Read a', status = 'running' } })
     render.apply_event(m, { type = 'content.delta', seq = 4, delta = 'next' })
-    eq({ 'Hello', 'wor', '', 'next' }, m.body)
+    -- The tool shows where it came, between the paragraphs before and after it.
+    eq({ 'Hello', 'wor', '', '◐ Read a', '', 'next' }, m.body)
+    eq(4, render.apply_event(m, { type = 'activity.upsert', seq = 5, segment = { type = 'tool', id = 't1', status = 'completed' } }).body_from)
+    eq({ 'Hello', 'wor', '', '● Read a', '', 'next' }, m.body)
   end)
 
   it('summarises activity and upserts by id and path', function()
@@ -90,10 +93,13 @@ describe('chat buffer', function()
         'hi',
         '',
         '## assistant · completed',
-        '▸ 1 tool · 1 file +3 -0',
         'Hello **world**',
         '',
         '- one',
+        '',
+        '● Write a.txt',
+        '± a.txt +3 -0',
+        '▸ 1 tool · 1 file +3 -0',
         '',
       }, '\n'),
       chat:text()
@@ -120,7 +126,7 @@ describe('chat buffer', function()
     api.nvim_win_set_cursor(chat.win, { act, 0 })
     chat:toggle_activity_at_cursor()
     local text = chat:text()
-    for _, want in ipairs({ '▾ 1 tool · 1 file +2 -1 · plan 0/1', '● Run ls', 'input: {"cmd":"ls"}', 'output: a', '± x.go +2 -1', '[~] step' }) do
+    for _, want in ipairs({ '▾ 1 tool · 1 file +2 -1 · plan 0/1', '● Run ls', 'input: $ ls', 'output: a', '± x.go +2 -1', '[~] step' }) do
       assert(text:find(want, 1, true), 'missing ' .. want .. ' in\n' .. text)
     end
     assert(text:find('body', 1, true), 'body kept')
@@ -133,7 +139,8 @@ describe('chat buffer', function()
     eq('OChatActivity', marks[act - 1])
     eq('OChatDetail', marks[act])
     chat:toggle_activity_at_cursor()
-    assert(not chat:text():find('Run ls', 1, true), 'collapsed again')
+    assert(not chat:text():find('output: a', 1, true), 'collapsed again')
+    assert(chat:text():find('\n● Run ls\n', 1, true), 'the tool line stays in the body')
     assert(chat:text():find('\nbody\n', 1, true), 'body after collapse')
   end)
 
@@ -147,7 +154,7 @@ describe('chat buffer', function()
     ev(conn, chat, 'A1', { type = 'content.delta', seq = 2, delta = '\nmore\nlines' })
     ev(conn, chat, 'A1', { type = 'activity.upsert', seq = 3, segment = { type = 'tool', id = 't', status = 'running' } })
     chat:flush()
-    eq('# hi\n\n## You\nhi\n\n## assistant …\n▸ 1 tool (1 running)\nfirst\nmore\nlines\n\n## test …\nsecond\n', chat:text())
+    eq('# hi\n\n## You\nhi\n\n## assistant …\nfirst\nmore\nlines\n\n◐ t\n▸ 1 tool (1 running)\n\n## test …\nsecond\n', chat:text())
   end)
 
   it('survives :q of other windows and toggles', function()
@@ -246,14 +253,14 @@ describe('chat details', function()
     conn:emit('ochat/agentState', { agent = 'codex', commands = { { name = 'review', description = 'review changes' }, { name = 'init' } } })
     chat:open()
     api.nvim_set_current_buf(chat.prompt_buf)
-    api.nvim_buf_set_lines(chat.prompt_buf, 0, -1, false, { '> /re' })
-    api.nvim_win_set_cursor(0, { 1, 5 })
+    api.nvim_buf_set_lines(chat.prompt_buf, 0, -1, false, { '/re' })
+    api.nvim_win_set_cursor(0, { 1, 3 })
     local omni = require('ochat.chat').omnifunc
-    eq(3, omni(1, ''))
+    eq(1, omni(1, ''))
     eq({ { word = 'review', menu = '[/]', info = 'review changes' } }, omni(0, 're'))
-    api.nvim_buf_set_lines(chat.prompt_buf, 0, -1, false, { '> look at @ma' })
-    api.nvim_win_set_cursor(0, { 1, 13 })
-    eq(11, omni(1, ''))
+    api.nvim_buf_set_lines(chat.prompt_buf, 0, -1, false, { 'look at @ma' })
+    api.nvim_win_set_cursor(0, { 1, 11 })
+    eq(9, omni(1, ''))
   end)
 
   it('shows the context meter from the agent\'s usage', function()
@@ -426,12 +433,52 @@ describe('chat details', function()
 end)
 
 describe('permission', function()
-  it('uses the float alone with Neovim\'s own vim.ui.select in auto mode', function()
-    H.fake_chat({ permission = { use_select = 'auto' } })
-    eq(false, require('ochat.permission').use_select())
-    local orig = vim.ui.select
-    vim.ui.select = function() end
-    eq(true, require('ochat.permission').use_select())
+  it('never takes the focus or the mode; gy in the input answers allow once, digits answer nothing', function()
+    local chat, conn = H.fake_chat({ permission = { use_select = false } })
+    chat:open()
+    start_turn(chat, conn)
+    conn.handlers['ochat/permission/respond'] = function()
+      return {}
+    end
+    local orig, selected = vim.ui.select, false
+    vim.ui.select = function()
+      selected = true
+    end
+    api.nvim_set_current_win(chat.prompt_win)
+    local win = api.nvim_get_current_win()
+    conn:emit('ochat/permission', {
+      permissionId = 'P0',
+      conversationId = 'C1',
+      agent = 'claude',
+      toolCall = { name = 'Bash', input = { command = { 'bash', '-lc', 'ls /tmp/x' }, call_id = 'c1', turn_id = 't1', started_at_ms = 5, cwd = chat.root } },
+      options = {
+        { optionId = 'always', name = 'Always Allow', kind = 'allow_always' },
+        { optionId = 'once', name = 'Allow', kind = 'allow_once' },
+        { optionId = 'no', name = 'Reject', kind = 'reject_once' },
+      },
+    })
+    eq(win, api.nvim_get_current_win(), 'focus stays in the input')
+    eq(false, selected, 'no picker opened')
+    local st = require('ochat.permission').open.P0
+    local text = H.buf_text(st.buf)
+    assert(text:find('$ ls /tmp/x', 1, true), text)
+    for _, bad in ipairs({ 'call_id', 'turn_id', 'started_at_ms', '\\/' }) do
+      assert(not text:find(bad, 1, true), bad .. ' shown in\n' .. text)
+    end
+    assert(chat:text():find('> ⚠ claude asks permission: Bash · $ ls /tmp/x', 1, true), chat:text())
+    eq('ochat: claude asks permission', require('ochat').status())
+    vim.cmd('normal 1')
+    eq(0, #H.requests(conn, 'ochat/permission/respond'), 'a digit answers nothing')
+    vim.cmd('normal gy')
+    wait_for(function()
+      return #H.requests(conn, 'ochat/permission/respond') == 1
+    end, 1000, 'respond')
+    eq({ permissionId = 'P0', optionId = 'once' }, H.requests(conn, 'ochat/permission/respond')[1])
+    wait_for(function()
+      return require('ochat.permission').open.P0 == nil
+    end, 1000, 'closed')
+    eq('', require('ochat').status())
+    assert(not chat:text():find('asks permission', 1, true), 'footer cleared')
     vim.ui.select = orig
   end)
 
@@ -464,7 +511,7 @@ describe('permission', function()
     })
     local st = require('ochat.permission').open.P1
     local text = H.buf_text(st.buf)
-    for _, want in ipairs({ 'Write a.txt (edit)', '{"path":"a.txt"}', '**a.txt** +1 -0', '+new', '**b.txt** +1 -1', '-x', '+y', '3. Reject' }) do
+    for _, want in ipairs({ 'Write a.txt (edit)', 'path: a.txt', '**a.txt** +1 -0', '+new', '**b.txt** +1 -1', '-x', '+y', '- Reject  (reject_once)', '- Allow  (allow_once)  ← gy' }) do
       assert(text:find(want, 1, true), 'missing ' .. want .. ' in\n' .. text)
     end
     wait_for(function()
@@ -985,8 +1032,9 @@ describe('edit and retry', function()
     wait_for(function()
       return chat.by_id.A3 ~= nil
     end, 1000, 'retry answer')
-    eq({ conversationId = 'C1', messageId = 'A1' }, H.requests(conn, 'ochat/chat/retry')[1])
-    eq('# t\n\n## You\nfirst\n\n## assistant …\n', chat:text())
+    -- The opened conversation's agent answers next (the header names it).
+    eq({ conversationId = 'C1', messageId = 'A1', agent = 'test' }, H.requests(conn, 'ochat/chat/retry')[1])
+    eq('# t  ·  test\n\n## You\nfirst\n\n## test …\n', chat:text())
     answer_with(conn, 'ochat/chat/retry', 'U4', 'A4')
     vim.cmd('wincmd p')
     chat:open({ focus = 'prompt', insert = false })
@@ -1022,7 +1070,7 @@ describe('edit and retry', function()
     wait_for(function()
       return #chat.messages == 1
     end, 1000, 'resubscribed')
-    eq('# t\n\n## You\nchanged elsewhere\n', chat:text())
+    eq('# t  ·  test\n\n## You\nchanged elsewhere\n', chat:text())
     eq({ conversationId = 'C1' }, H.requests(conn, 'ochat/subscribe')[1])
   end)
 end)
@@ -1266,8 +1314,8 @@ describe('turn status and rejected changes', function()
     wait_for(function()
       return done
     end, 1000, 'subscribe')
-    eq('# crashed  ·  test\n\n## You\ngo\n\n## test · interrupted\n⚠ interrupted\nso far\n', chat:text())
-    local marks = api.nvim_buf_get_extmarks(chat.buf, api.nvim_get_namespaces().ochat_activity, { 6, 0 }, { 6, -1 }, { details = true })
+    eq('# crashed  ·  test\n\n## You\ngo\n\n## test · interrupted\nso far\n⚠ interrupted\n', chat:text())
+    local marks = api.nvim_buf_get_extmarks(chat.buf, api.nvim_get_namespaces().ochat_activity, { 7, 0 }, { 7, -1 }, { details = true })
     local groups = {}
     for _, mk in ipairs(marks) do
       groups[mk[4].hl_group] = true
@@ -1275,14 +1323,14 @@ describe('turn status and rejected changes', function()
     assert(groups.OChatStatus, vim.inspect(marks))
     -- <CR> on a marker without activity expands nothing.
     api.nvim_set_current_win(chat.win)
-    api.nvim_win_set_cursor(chat.win, { 7, 0 })
+    api.nvim_win_set_cursor(chat.win, { 8, 0 })
     chat:toggle_activity_at_cursor()
-    eq('⚠ interrupted', api.nvim_buf_get_lines(chat.buf, 6, 7, false)[1])
+    eq('⚠ interrupted', api.nvim_buf_get_lines(chat.buf, 7, 8, false)[1])
     -- A live turn that fails gets its marker when it ends.
     conn:emit('ochat/event', { conversationId = 'C4', messageId = 'B', agent = 'test', event = { type = 'content.delta', seq = 1, delta = 'part' } })
     conn:emit('ochat/event', { conversationId = 'C4', messageId = 'B', agent = 'test', event = { type = 'turn.failed', seq = 2, message = 'agent exited with status 3' } })
     local text = chat:text()
-    assert(text:find('## test · failed\n✗ failed: agent exited with status 3\npart\n\n**Failed:** agent exited with status 3\n', 1, true), text)
+    assert(text:find('## test · failed\npart\n\n**Failed:** agent exited with status 3\n✗ failed: agent exited with status 3\n', 1, true), text)
   end)
 
   it('shows a rejected file change as not applied and leaves it out of the totals', function()

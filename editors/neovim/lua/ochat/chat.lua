@@ -1142,12 +1142,16 @@ function Chat:load_snapshot(res)
       m.last_seq = last
     end
   end
-  -- The header shows this conversation's agent and context meter, not the previous one's.
-  self.agent_state = {}
-  for i = #self.messages, 1, -1 do
-    if self.messages[i].agent then
-      self.agent = self.messages[i].agent
-      break
+  -- Another conversation: the header shows its agent and context meter, not the previous one's, and the next
+  -- message goes to the agent that answered last (a resync of the same one keeps what the user picked).
+  if self.loaded_id ~= self.conversation_id then
+    self.loaded_id = self.conversation_id
+    self.agent_state = {}
+    for i = #self.messages, 1, -1 do
+      if self.messages[i].agent then
+        self.agent = self.messages[i].agent
+        break
+      end
     end
   end
   self.queue = util.nn(res.queue) or {}
