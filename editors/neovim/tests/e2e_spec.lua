@@ -42,6 +42,8 @@ local function setup(extra)
     cmd = { bin .. '/ochatd' },
     agent = 'test',
     reconnect = { initial_ms = 50, max_ms = 500, max_attempts = 20 },
+    -- These specs answer through a stubbed vim.ui.select; the default flow (gy in the input) is typed in tests/tui*.sh.
+    permission = { use_select = true },
   }, extra or {}))
 end
 setup()

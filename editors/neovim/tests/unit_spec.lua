@@ -551,6 +551,11 @@ describe('diff', function()
     eq(true, api.nvim_win_get_option(wins[1], 'diff'))
     eq(true, api.nvim_win_get_option(wins[2], 'diff'))
     eq('lua', api.nvim_buf_get_option(api.nvim_win_get_buf(wins[2]), 'filetype'))
+    -- The cursor starts on the editable side (u there is no E21), and each side says what it is and its keys.
+    eq(wins[2], api.nvim_get_current_win())
+    eq(true, api.nvim_buf_get_option(api.nvim_win_get_buf(wins[2]), 'modifiable'))
+    assert(api.nvim_win_get_option(wins[2], 'statusline'):find('ga apply', 1, true), api.nvim_win_get_option(wins[2], 'statusline'))
+    assert(api.nvim_win_get_option(wins[1], 'statusline'):find('read-only', 1, true))
   end)
 
   it('applies the proposed side as edited in the diff tab', function()
@@ -1427,5 +1432,207 @@ describe(':OChatAgent name', function()
     wait_for(function()
       return #H.requests(conn, 'ochat/agents/list') >= 2
     end, 1000, 'refreshed in the background')
+  end)
+end)
+
+describe('message queue', function()
+  it('queues a message sent while a turn runs, shows the queue, and edits, removes or sends one now', function()
+    local chat, conn = H.fake_chat()
+    chat:open()
+    start_turn(chat, conn)
+    conn.handlers['ochat/chat/send'] = function()
+      return { conversationId = 'C1', queued = true, queueId = 'Q1' }
+    end
+    for _, m in ipairs({ 'ochat/queue/update', 'ochat/queue/remove', 'ochat/queue/sendNow' }) do
+      conn.handlers[m] = function()
+        return {}
+      end
+    end
+    -- Typed in the input and sent with <CR> in Normal mode while A1 runs.
+    api.nvim_set_current_win(chat.prompt_win)
+    api.nvim_buf_set_lines(chat.prompt_buf, 0, -1, false, { 'and then', 'the tests' })
+    vim.cmd('stopinsert')
+    api.nvim_feedkeys(api.nvim_replace_termcodes('<CR>', true, false, true), 'x', false)
+    wait_for(function()
+      return #H.requests(conn, 'ochat/chat/send') == 2
+    end, 1000, 'second send')
+    eq({ '' }, api.nvim_buf_get_lines(chat.prompt_buf, 0, -1, false), 'input emptied')
+    eq('and then\nthe tests', H.requests(conn, 'ochat/chat/send')[2].text)
+    wait_for(function()
+      return H.notes[#H.notes]:find('queued', 1, true) ~= nil
+    end, 1000, 'queued note')
+    eq(2, #chat.messages, 'not shown as a turn')
+    conn:emit('ochat/queue', { conversationId = 'C1', items = { { id = 'Q1', text = 'and then\nthe tests', agent = 'test', createdAt = 1 } } })
+    local text = chat:text()
+    assert(text:find('## Queued (1)', 1, true), text)
+    assert(text:find('\n1. and then … (test)\n', 1, true), text)
+    -- ge on the queued line edits it (several lines: a scratch buffer, :w takes it).
+    api.nvim_set_current_win(chat.win)
+    local lines = api.nvim_buf_get_lines(chat.buf, 0, -1, false)
+    local at
+    for i, l in ipairs(lines) do
+      if l:find('^1%. and then') then
+        at = i
+      end
+    end
+    api.nvim_win_set_cursor(chat.win, { at, 0 })
+    vim.cmd('normal ge')
+    local buf = api.nvim_get_current_buf()
+    eq({ 'and then', 'the tests' }, api.nvim_buf_get_lines(buf, 0, -1, false))
+    api.nvim_buf_set_lines(buf, 1, 2, false, { 'the linter' })
+    vim.cmd('write')
+    wait_for(function()
+      return #H.requests(conn, 'ochat/queue/update') == 1
+    end, 1000, 'update')
+    eq({ conversationId = 'C1', id = 'Q1', text = 'and then\nthe linter' }, H.requests(conn, 'ochat/queue/update')[1])
+    vim.cmd('silent! close')
+    api.nvim_set_current_win(chat.win)
+    api.nvim_win_set_cursor(chat.win, { at, 0 })
+    vim.cmd('normal gs')
+    vim.cmd('normal gx')
+    wait_for(function()
+      return #H.requests(conn, 'ochat/queue/remove') == 1 and #H.requests(conn, 'ochat/queue/sendNow') == 1
+    end, 1000, 'remove and send now')
+    eq({ conversationId = 'C1', id = 'Q1' }, H.requests(conn, 'ochat/queue/sendNow')[1])
+    conn:emit('ochat/queue', { conversationId = 'C1', items = {} })
+    assert(not chat:text():find('Queued', 1, true), 'queue gone')
+  end)
+
+  it('takes the queue from the subscribe snapshot and drops it with a new conversation', function()
+    local chat, conn = H.fake_chat()
+    chat:open()
+    conn.handlers['ochat/subscribe'] = function()
+      return { conversation = { id = 'C9', title = 'q' }, messages = {}, queue = { { id = 'Q', text = 'later', agent = 'test' } } }
+    end
+    local done
+    chat:subscribe('C9', function()
+      done = true
+    end)
+    wait_for(function()
+      return done
+    end, 1000, 'subscribe')
+    assert(chat:text():find('1. later (test)', 1, true), chat:text())
+    api.nvim_buf_set_lines(chat.prompt_buf, 0, -1, false, { 'a draft' })
+    chat:new_conversation()
+    assert(not chat:text():find('later', 1, true), chat:text())
+    eq({ '' }, api.nvim_buf_get_lines(chat.prompt_buf, 0, -1, false), 'the draft does not leak into the new conversation')
+  end)
+end)
+
+describe('input and window details', function()
+  it('is a nofile buffer: several lines, never modified for :qa, <C-s> sends from Insert mode, ? lists the keys', function()
+    local chat, conn = H.fake_chat()
+    conn.handlers['ochat/chat/send'] = function()
+      return { conversationId = 'C1', userMessageId = 'U1', assistantMessageId = 'A1' }
+    end
+    chat:open()
+    eq('nofile', api.nvim_buf_get_option(chat.prompt_buf, 'buftype'))
+    eq('nofile', api.nvim_buf_get_option(chat.buf, 'buftype'))
+    eq(chat.prompt_win, api.nvim_get_current_win())
+    eq('n', api.nvim_get_mode().mode, ':OChat leaves Normal mode')
+    api.nvim_feedkeys(api.nvim_replace_termcodes('ione<CR>two<C-s>', true, false, true), 'x', false)
+    wait_for(function()
+      return #H.requests(conn, 'ochat/chat/send') == 1
+    end, 1000, 'send')
+    eq('one\ntwo', H.requests(conn, 'ochat/chat/send')[1].text)
+    eq(false, api.nvim_buf_get_option(chat.prompt_buf, 'modified'))
+    local echoed
+    local orig = api.nvim_echo
+    api.nvim_echo = function(chunks)
+      echoed = chunks[1][1]
+    end
+    api.nvim_feedkeys('?', 'x', false)
+    api.nvim_echo = orig
+    assert(echoed and echoed:find('<C%-s>') and echoed:find('gy') and echoed:find('send the message'), echoed)
+  end)
+
+  it('links the floats to Normal, not to the magenta Pmenu of stock 0.7, and conceals nothing', function()
+    local chat = H.fake_chat()
+    chat:open()
+    for _, w in ipairs({ chat.win, chat.prompt_win }) do
+      assert(api.nvim_win_get_option(w, 'winhighlight'):find('NormalFloat:OChatNormal', 1, true))
+    end
+    eq('Normal', vim.fn.synIDattr(vim.fn.synIDtrans(vim.fn.hlID('OChatNormal')), 'name'))
+    eq(0, api.nvim_win_get_option(chat.win, 'conceallevel'))
+  end)
+
+  it('shows the end of a streamed paragraph taller than the window', function()
+    local chat, conn = H.fake_chat({ ui = { height = 10 } })
+    chat:open()
+    start_turn(chat, conn)
+    ev(conn, chat, 'A1', { type = 'content.delta', seq = 1, delta = string.rep('word ', 2000) .. 'THE-END' })
+    chat:flush()
+    local cur = api.nvim_win_get_cursor(chat.win)
+    local line = api.nvim_buf_get_lines(chat.buf, cur[1] - 1, cur[1], false)[1]
+    assert(line:find('THE%-END$'), 'the cursor is on the streamed paragraph, not the blank line below it')
+    eq(#line - 1, cur[2], 'at its end, where the new text is')
+    ev(conn, chat, 'A1', { type = 'content.delta', seq = 2, delta = ' MORE' })
+    chat:flush()
+    cur = api.nvim_win_get_cursor(chat.win)
+    assert(api.nvim_buf_get_lines(chat.buf, cur[1] - 1, cur[1], false)[1]:find('MORE$'), 'still following')
+  end)
+
+  it('opens a history conversation at its last turn and shows its agent, not the previous one', function()
+    local chat, conn = H.fake_chat({ agent = 'codex' })
+    conn:emit('ochat/agentState', { agent = 'codex', usage = { used = 500, size = 1000 } })
+    local msgs = {}
+    for i = 1, 30 do
+      table.insert(msgs, { id = 'U' .. i, role = 'user', content = 'question ' .. i })
+      table.insert(msgs, { id = 'A' .. i, role = 'assistant', agent = 'claude', status = 'completed', segments = { { type = 'content', content = 'answer ' .. i } } })
+    end
+    conn.handlers['ochat/subscribe'] = function()
+      return { conversation = { id = 'C5', title = 'old one' }, messages = msgs }
+    end
+    local done
+    require('ochat.history').open_entry(chat, { kind = 'conversation', id = 'C5' }, function()
+      done = true
+    end)
+    wait_for(function()
+      return done
+    end, 1000, 'open')
+    eq('# old one  ·  claude', api.nvim_buf_get_lines(chat.buf, 0, 1, false)[1])
+    eq('## You', api.nvim_get_current_line())
+    eq('question 30', api.nvim_buf_get_lines(chat.buf, api.nvim_win_get_cursor(chat.win)[1], api.nvim_win_get_cursor(chat.win)[1] + 1, false)[1])
+    eq(api.nvim_win_get_cursor(chat.win)[1], vim.fn.line('w0', chat.win), 'the last turn at the top of the window')
+  end)
+
+  it('lists each agent option once', function()
+    local settings = require('ochat.agents').settings({
+      configOptions = {
+        { id = 'mode', name = 'Mode', currentValue = 'a', options = { { value = 'a', name = 'A' }, { value = 'a', name = 'A' } } },
+        { id = 'mode', name = 'Mode', currentValue = 'a', options = { { value = 'a', name = 'A' } } },
+      },
+      modes = { currentModeId = 'a', availableModes = { { id = 'a', name = 'A' } } },
+    })
+    eq(1, #settings)
+    eq(1, #settings[1].choices)
+  end)
+
+  it('says once, without an error code, that ochatd is missing', function()
+    local root = vim.fn.tempname()
+    vim.fn.mkdir(root, 'p')
+    require('ochat').setup({ cmd = { root .. '/no-such-ochatd' } })
+    H.notes = {}
+    local chat = require('ochat.chat').get(root)
+    local done
+    chat:send('hello', nil, function()
+      done = true
+    end)
+    wait_for(function()
+      return done
+    end, 2000, 'send fails')
+    local about = vim.tbl_filter(function(n)
+      return n:find('no-such-ochatd', 1, true) ~= nil
+    end, H.notes)
+    eq(1, #about, vim.inspect(H.notes))
+    assert(not about[1]:find('-32099', 1, true), about[1])
+  end)
+
+  it('says when it reconnected to the daemon', function()
+    local chat, conn = H.fake_chat()
+    H.notes = {}
+    conn:emit('ochat/ready', { reconnect = true })
+    eq('ochat: reconnected to ochatd', H.notes[#H.notes])
+    assert(chat)
   end)
 end)

@@ -857,11 +857,18 @@ function Chat:follow()
   end
   local n = api.nvim_buf_line_count(self.buf)
   local cur = api.nvim_win_get_cursor(win)[1]
-  if self.force_follow or cur >= (self.last_line_count or n) then
-    -- The cursor goes to the end of the last line: a streamed paragraph taller than the window then shows its
-    -- newest text, not a window of "@" filler.
-    local last = api.nvim_buf_get_lines(self.buf, n - 1, n, false)[1] or ''
-    api.nvim_win_set_cursor(win, { n, math.max(0, #last - 1) })
+  if self.force_follow or cur >= (self.last_line_count or n) - 3 then
+    -- The cursor goes to the end of the last line with text: on the blank line below a streamed paragraph taller
+    -- than the window, the window would show that blank line alone; at the paragraph's end it shows its newest text.
+    local lnum, text = n, ''
+    for l = n, math.max(1, n - 3), -1 do
+      text = api.nvim_buf_get_lines(self.buf, l - 1, l, false)[1] or ''
+      lnum = l
+      if text ~= '' then
+        break
+      end
+    end
+    api.nvim_win_set_cursor(win, { lnum, math.max(0, #text - 1) })
   end
   self.force_follow = false
   self.last_line_count = n
