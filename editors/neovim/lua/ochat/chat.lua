@@ -471,7 +471,17 @@ function Chat:title_line()
   local t = self:shown_title()
   local parts = { '# ' .. (t ~= '' and t or 'ochat') }
   local agent = self:current_agent()
-  if agent and agent ~= '' then
+  local answered
+  for i = #self.messages, 1, -1 do
+    if self.messages[i].agent then
+      answered = self.messages[i].agent
+      break
+    end
+  end
+  if answered and agent and answered ~= agent then
+    -- This conversation's agent, and the one the next message goes to (picked with :OChatAgent or in setup{}).
+    table.insert(parts, answered .. ' (next: ' .. agent .. ')')
+  elseif agent and agent ~= '' then
     table.insert(parts, agent)
   end
   -- The context meter, as the agent reported it (ACP usage_update: used / size tokens).
@@ -1149,17 +1159,11 @@ function Chat:load_snapshot(res)
       m.last_seq = last
     end
   end
-  -- Another conversation: the header shows its agent and context meter, not the previous one's, and the next
-  -- message goes to the agent that answered last (a resync of the same one keeps what the user picked).
+  -- Another conversation: the header shows its agent and context meter, not the previous one's (a resync of the same
+  -- one keeps them).
   if self.loaded_id ~= self.conversation_id then
     self.loaded_id = self.conversation_id
     self.agent_state = {}
-    for i = #self.messages, 1, -1 do
-      if self.messages[i].agent then
-        self.agent = self.messages[i].agent
-        break
-      end
-    end
   end
   self.queue = util.nn(res.queue) or {}
   -- What earlier ochat/agentState notifications said, for a late subscriber (merged per agent).
