@@ -751,7 +751,8 @@ describe('e2e with ochatd and the test agent', function()
     require('ochat.util').uv.kill(pids[1], 'sigkill')
     -- The next daemon marks the turn interrupted, keeping what was checkpointed; the chat resubscribes and shows it.
     wait_for(function()
-      return chat:text():find('\n## test · interrupted[^\n]*\n⚠ interrupted\nc0 ')
+      -- The marker comes under the turn's text.
+      return chat:text():find('\n## test · interrupted[^\n]*\nc0 [^\n]*\n⚠ interrupted\n')
     end, 15000, 'the interrupted turn after reconnecting')
     eq('interrupted', chat.messages[#chat.messages].status)
   end)

@@ -136,6 +136,14 @@ function Chat:merge_agent_state(p)
   self.agent_state[p.agent or ''] = st
 end
 
+-- The context meter belongs to a conversation's session: drop it when another one is shown (the agents' options
+-- and commands stay, for picking them before the next conversation exists).
+function Chat:forget_usage()
+  for _, st in pairs(self.agent_state) do
+    st.usage = nil
+  end
+end
+
 --- Stops every chat (tests).
 function M.reset()
   for _, s in pairs(M.states) do
@@ -1163,7 +1171,7 @@ function Chat:load_snapshot(res)
   -- one keeps them).
   if self.loaded_id ~= self.conversation_id then
     self.loaded_id = self.conversation_id
-    self.agent_state = {}
+    self:forget_usage()
   end
   self.queue = util.nn(res.queue) or {}
   -- What earlier ochat/agentState notifications said, for a late subscriber (merged per agent).
@@ -1204,7 +1212,8 @@ function Chat:new_conversation()
   end
   self.conversation_id, self.title = nil, nil
   self.messages, self.by_id = {}, {}
-  self.agent_state, self.queue = {}, {}
+  self.queue = {}
+  self:forget_usage()
   if self.prompt_buf and api.nvim_buf_is_valid(self.prompt_buf) then
     api.nvim_buf_set_lines(self.prompt_buf, 0, -1, false, {}) -- a draft belongs to the conversation it was typed in
   end
