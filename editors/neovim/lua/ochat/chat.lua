@@ -91,6 +91,7 @@ function M.get(root)
   end)
   s.conn:on('ochat/queue', function(p)
     if s.conversation_id and p.conversationId == s.conversation_id then
+      s:on_queue_sent(util.nn(p.sent))
       s:set_queue(p.items)
     end
   end)
@@ -650,6 +651,29 @@ end
 function Chat:set_queue(items)
   self.queue = util.nn(items) or {}
   self:render_footer()
+end
+
+-- The daemon sent a queued message as the next turn (`sent` {id, userMessageId, assistantMessageId}, before the
+-- turn's first event): show its prompt and the turn, with no round trip.
+function Chat:on_queue_sent(sent)
+  if type(sent) ~= 'table' or not sent.userMessageId or self.by_id[sent.userMessageId] then
+    return
+  end
+  local item
+  for _, it in ipairs(self.queue or {}) do
+    if it.id == sent.id then
+      item = it
+    end
+  end
+  if not item then
+    return -- not known here: the turn's first event fetches the stored prompt (adopt_turn)
+  end
+  self:add_message(self:new_msg({ id = sent.userMessageId, role = 'user', content = util.nn(item.text) or '', attachments = util.nn(item.attachments) }))
+  local aid = sent.assistantMessageId or sent.turnId
+  if aid and not self.by_id[aid] then
+    self:add_message(self:new_msg({ id = aid, role = 'assistant', agent = util.nn(item.agent), status = 'streaming' }))
+  end
+  self.running_id = aid
 end
 
 --- The queued message under the cursor in the chat buffer, or nil.
@@ -1356,6 +1380,7 @@ function Chat:on_event(p)
   if not m then
     m = self:new_msg({ id = mid, role = 'assistant', agent = p.agent, status = 'streaming' })
     self:add_message(m)
+    self.running_id = self.running_id or mid -- a turn started elsewhere (or from the queue): a send now queues
     if (self.pending_sends or 0) == 0 then
       self:adopt_turn(m)
     end
