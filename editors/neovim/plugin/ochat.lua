@@ -58,3 +58,21 @@ end, {
     return require('ochat').complete_diff(lead)
   end,
 })
+cmd('OChatAllow', function()
+  require('ochat').permission('allow')
+end, { desc = "ochat: allow once what the agent asks" })
+cmd('OChatDeny', function()
+  require('ochat').permission('deny')
+end, { desc = 'ochat: reject what the agent asks' })
+cmd('OChatPermission', function(a)
+  require('ochat').permission(a.args ~= '' and a.args or 'show')
+end, {
+  nargs = '?',
+  desc = 'ochat: show the pending permission request (pick: choose any option)',
+  complete = function()
+    return { 'show', 'pick', 'allow', 'deny' }
+  end,
+})
+cmd('OChatQueue', function()
+  require('ochat').queue()
+end, { desc = 'ochat: edit, remove or send now a queued message' })

@@ -42,6 +42,8 @@ local function setup(extra)
     cmd = { bin .. '/ochatd' },
     agent = 'test',
     reconnect = { initial_ms = 50, max_ms = 500, max_attempts = 20 },
+    -- These specs answer through a stubbed vim.ui.select; the default flow (gy in the input) is typed in tests/tui*.sh.
+    permission = { use_select = true },
   }, extra or {}))
 end
 setup()
@@ -749,7 +751,8 @@ describe('e2e with ochatd and the test agent', function()
     require('ochat.util').uv.kill(pids[1], 'sigkill')
     -- The next daemon marks the turn interrupted, keeping what was checkpointed; the chat resubscribes and shows it.
     wait_for(function()
-      return chat:text():find('\n## test · interrupted[^\n]*\n⚠ interrupted\nc0 ')
+      -- The marker comes under the turn's text.
+      return chat:text():find('\n## test · interrupted[^\n]*\nc0 [^\n]*\n⚠ interrupted\n')
     end, 15000, 'the interrupted turn after reconnecting')
     eq('interrupted', chat.messages[#chat.messages].status)
   end)

@@ -44,17 +44,16 @@ describe('e2e with a real adapter (codex-acp) against the fake model', function(
     require('ochat').setup({ cmd = { bin .. '/ochatd' }, agent = world.agent })
     local chat = require('ochat.chat').get(ws)
     chat:open({ insert = false })
+    -- Answered as a user does by default: gy's allow once (permission.answer), no picker, no focus change.
     local asked
-    local orig = vim.ui.select
-    vim.ui.select = function(items, opts, cb)
-      asked = vim.tbl_map(opts.format_item, items)
-      for _, o in ipairs(items) do
-        if o.kind == 'allow_once' then
-          return cb(o)
-        end
-      end
-      cb(items[1])
-    end
+    chat.conn:on('ochat/permission', function(p)
+      asked = vim.tbl_map(function(o)
+        return o.name .. ' [' .. tostring(o.kind) .. ']'
+      end, p.options or {})
+      vim.schedule(function()
+        require('ochat.permission').answer(chat, 'allow')
+      end)
+    end)
     local ended, err
     chat:on_turn_end(function(m)
       ended = m
@@ -65,7 +64,6 @@ describe('e2e with a real adapter (codex-acp) against the fake model', function(
     wait_for(function()
       return ended or err
     end, 120000, 'the codex turn')
-    vim.ui.select = orig
     assert(not err, vim.inspect(err))
     chat:flush()
     local text = chat:text()

@@ -1,6 +1,7 @@
 #!/bin/sh
 # Runs the Neovim plugin's tests: unit specs (fake connection), end-to-end specs against a real ochatd with the
-# scripted ACP test agent, the benchmarks (figures only) and, when tmux is present, a real-TUI screen capture.
+# scripted ACP test agent, the benchmarks (figures only) and, when tmux is present, the real TUI typed into through
+# tmux (tests/tui.sh, tests/tui_input.sh, tests/tui_queue.sh).
 #
 # Builds ochatd and testagent into a temp dir; installs nothing (tests/install-deps.sh does). Runs on the `nvim` on
 # PATH and, when OCHAT_NVIM_010 names a Neovim 0.10+ (default: the chroot wrapper install-deps.sh writes to
@@ -60,8 +61,12 @@ fi
 if [ "${OCHAT_SKIP_TUI:-0}" != 1 ] && command -v tmux >/dev/null 2>&1; then
 	echo "== real TUI via tmux"
 	sh "$here/tests/tui.sh" || status=1
+	sh "$here/tests/tui_input.sh" || status=1
+	sh "$here/tests/tui_queue.sh" || status=1
 	if [ -n "${OCHAT_NVIM_010:-}" ]; then
 		NVIM=$OCHAT_NVIM_010 sh "$here/tests/tui.sh" || status=1
+		NVIM=$OCHAT_NVIM_010 sh "$here/tests/tui_input.sh" || status=1
+		NVIM=$OCHAT_NVIM_010 sh "$here/tests/tui_queue.sh" || status=1
 	fi
 fi
 

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Drives the real Neovim TUI in a private tmux server: asks the test agent to write a file, answers the permission
-# prompt from the keyboard, expands the turn's activity line, and saves the screens as text to
+# request from the keyboard (gy in the input: the request's float never takes the focus), expands the turn's activity line, and saves the screens as text to
 # editors/neovim/artifacts/tui-capture-<nvim version>.txt (git-ignored). Fails when an expected text is not on screen.
 #
 # Needs tmux, nvim, and OCHAT_BIN_DIR with ochatd and testagent (tests/run.sh sets it). NVIM overrides the nvim.
@@ -59,12 +59,13 @@ t new-session -d -s S -x 110 -y 34 "$tmp/nvim.sh"
 wait_for 'first line of a real buffer'
 t send-keys -t S ':OChat WRITE hello.txt Hello from the agent\nsecond line' Enter
 wait_for '# test asks permission'
-wait_for '1. Allow'
+wait_for 'Allow  (allow_once)  ← gy'
 {
 	echo "== permission request (float with tool, input, diff and the agent's options)"
 	screen
 } >"$out"
-t send-keys -t S '1'
+# The float never took the focus: the input (Normal mode) answers with gy, allow once.
+t send-keys -t S 'gy'
 wait_for '## test · completed'
 t send-keys -t S Escape
 t send-keys -t S ":lua vim.api.nvim_set_current_win(require('ochat.chat').get().win)" Enter

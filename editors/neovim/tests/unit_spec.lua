@@ -31,7 +31,10 @@ describe('render', function()
     eq(nil, render.apply_event(m, { type = 'content.delta', seq = 2, delta = 'dup' }), 'duplicate seq ignored')
     render.apply_event(m, { type = 'activity.upsert', seq = 3, segment = { type = 'tool', id = 't1', name = 'Read a', status = 'running' } })
     render.apply_event(m, { type = 'content.delta', seq = 4, delta = 'next' })
-    eq({ 'Hello', 'wor', '', 'next' }, m.body)
+    -- The tool shows where it came, between the paragraphs before and after it.
+    eq({ 'Hello', 'wor', '', '◐ Read a', '', 'next' }, m.body)
+    eq(4, render.apply_event(m, { type = 'activity.upsert', seq = 5, segment = { type = 'tool', id = 't1', status = 'completed' } }).body_from)
+    eq({ 'Hello', 'wor', '', '● Read a', '', 'next' }, m.body)
   end)
 
   it('summarises activity and upserts by id and path', function()
@@ -90,10 +93,13 @@ describe('chat buffer', function()
         'hi',
         '',
         '## assistant · completed',
-        '▸ 1 tool · 1 file +3 -0',
         'Hello **world**',
         '',
         '- one',
+        '',
+        '● Write a.txt',
+        '± a.txt +3 -0',
+        '▸ 1 tool · 1 file +3 -0',
         '',
       }, '\n'),
       chat:text()
@@ -120,7 +126,7 @@ describe('chat buffer', function()
     api.nvim_win_set_cursor(chat.win, { act, 0 })
     chat:toggle_activity_at_cursor()
     local text = chat:text()
-    for _, want in ipairs({ '▾ 1 tool · 1 file +2 -1 · plan 0/1', '● Run ls', 'input: {"cmd":"ls"}', 'output: a', '± x.go +2 -1', '[~] step' }) do
+    for _, want in ipairs({ '▾ 1 tool · 1 file +2 -1 · plan 0/1', '● Run ls', 'input: $ ls', 'output: a', '± x.go +2 -1', '[~] step' }) do
       assert(text:find(want, 1, true), 'missing ' .. want .. ' in\n' .. text)
     end
     assert(text:find('body', 1, true), 'body kept')
@@ -133,7 +139,8 @@ describe('chat buffer', function()
     eq('OChatActivity', marks[act - 1])
     eq('OChatDetail', marks[act])
     chat:toggle_activity_at_cursor()
-    assert(not chat:text():find('Run ls', 1, true), 'collapsed again')
+    assert(not chat:text():find('output: a', 1, true), 'collapsed again')
+    assert(chat:text():find('\n● Run ls\n', 1, true), 'the tool line stays in the body')
     assert(chat:text():find('\nbody\n', 1, true), 'body after collapse')
   end)
 
@@ -147,7 +154,7 @@ describe('chat buffer', function()
     ev(conn, chat, 'A1', { type = 'content.delta', seq = 2, delta = '\nmore\nlines' })
     ev(conn, chat, 'A1', { type = 'activity.upsert', seq = 3, segment = { type = 'tool', id = 't', status = 'running' } })
     chat:flush()
-    eq('# hi\n\n## You\nhi\n\n## assistant …\n▸ 1 tool (1 running)\nfirst\nmore\nlines\n\n## test …\nsecond\n', chat:text())
+    eq('# hi\n\n## You\nhi\n\n## assistant …\nfirst\nmore\nlines\n\n◐ t\n▸ 1 tool (1 running)\n\n## test …\nsecond\n', chat:text())
   end)
 
   it('survives :q of other windows and toggles', function()
@@ -246,14 +253,14 @@ describe('chat details', function()
     conn:emit('ochat/agentState', { agent = 'codex', commands = { { name = 'review', description = 'review changes' }, { name = 'init' } } })
     chat:open()
     api.nvim_set_current_buf(chat.prompt_buf)
-    api.nvim_buf_set_lines(chat.prompt_buf, 0, -1, false, { '> /re' })
-    api.nvim_win_set_cursor(0, { 1, 5 })
+    api.nvim_buf_set_lines(chat.prompt_buf, 0, -1, false, { '/re' })
+    api.nvim_win_set_cursor(0, { 1, 3 })
     local omni = require('ochat.chat').omnifunc
-    eq(3, omni(1, ''))
+    eq(1, omni(1, ''))
     eq({ { word = 'review', menu = '[/]', info = 'review changes' } }, omni(0, 're'))
-    api.nvim_buf_set_lines(chat.prompt_buf, 0, -1, false, { '> look at @ma' })
-    api.nvim_win_set_cursor(0, { 1, 13 })
-    eq(11, omni(1, ''))
+    api.nvim_buf_set_lines(chat.prompt_buf, 0, -1, false, { 'look at @ma' })
+    api.nvim_win_set_cursor(0, { 1, 11 })
+    eq(9, omni(1, ''))
   end)
 
   it('shows the context meter from the agent\'s usage', function()
@@ -426,12 +433,52 @@ describe('chat details', function()
 end)
 
 describe('permission', function()
-  it('uses the float alone with Neovim\'s own vim.ui.select in auto mode', function()
-    H.fake_chat({ permission = { use_select = 'auto' } })
-    eq(false, require('ochat.permission').use_select())
-    local orig = vim.ui.select
-    vim.ui.select = function() end
-    eq(true, require('ochat.permission').use_select())
+  it('never takes the focus or the mode; gy in the input answers allow once, digits answer nothing', function()
+    local chat, conn = H.fake_chat({ permission = { use_select = false } })
+    chat:open()
+    start_turn(chat, conn)
+    conn.handlers['ochat/permission/respond'] = function()
+      return {}
+    end
+    local orig, selected = vim.ui.select, false
+    vim.ui.select = function()
+      selected = true
+    end
+    api.nvim_set_current_win(chat.prompt_win)
+    local win = api.nvim_get_current_win()
+    conn:emit('ochat/permission', {
+      permissionId = 'P0',
+      conversationId = 'C1',
+      agent = 'claude',
+      toolCall = { name = 'Bash', input = { command = { 'bash', '-lc', 'ls /tmp/x' }, call_id = 'c1', turn_id = 't1', started_at_ms = 5, cwd = chat.root } },
+      options = {
+        { optionId = 'always', name = 'Always Allow', kind = 'allow_always' },
+        { optionId = 'once', name = 'Allow', kind = 'allow_once' },
+        { optionId = 'no', name = 'Reject', kind = 'reject_once' },
+      },
+    })
+    eq(win, api.nvim_get_current_win(), 'focus stays in the input')
+    eq(false, selected, 'no picker opened')
+    local st = require('ochat.permission').open.P0
+    local text = H.buf_text(st.buf)
+    assert(text:find('$ ls /tmp/x', 1, true), text)
+    for _, bad in ipairs({ 'call_id', 'turn_id', 'started_at_ms', '\\/' }) do
+      assert(not text:find(bad, 1, true), bad .. ' shown in\n' .. text)
+    end
+    assert(chat:text():find('> ⚠ claude asks permission: Bash · $ ls /tmp/x', 1, true), chat:text())
+    eq('ochat: claude asks permission', require('ochat').status())
+    vim.cmd('normal 1')
+    eq(0, #H.requests(conn, 'ochat/permission/respond'), 'a digit answers nothing')
+    vim.cmd('normal gy')
+    wait_for(function()
+      return #H.requests(conn, 'ochat/permission/respond') == 1
+    end, 1000, 'respond')
+    eq({ permissionId = 'P0', optionId = 'once' }, H.requests(conn, 'ochat/permission/respond')[1])
+    wait_for(function()
+      return require('ochat.permission').open.P0 == nil
+    end, 1000, 'closed')
+    eq('', require('ochat').status())
+    assert(not chat:text():find('asks permission', 1, true), 'footer cleared')
     vim.ui.select = orig
   end)
 
@@ -464,7 +511,7 @@ describe('permission', function()
     })
     local st = require('ochat.permission').open.P1
     local text = H.buf_text(st.buf)
-    for _, want in ipairs({ 'Write a.txt (edit)', '{"path":"a.txt"}', '**a.txt** +1 -0', '+new', '**b.txt** +1 -1', '-x', '+y', '3. Reject' }) do
+    for _, want in ipairs({ 'Write a.txt (edit)', 'path: a.txt', '**a.txt** +1 -0', '+new', '**b.txt** +1 -1', '-x', '+y', '- Reject  (reject_once)', '- Allow  (allow_once)  ← gy' }) do
       assert(text:find(want, 1, true), 'missing ' .. want .. ' in\n' .. text)
     end
     wait_for(function()
@@ -504,6 +551,11 @@ describe('diff', function()
     eq(true, api.nvim_win_get_option(wins[1], 'diff'))
     eq(true, api.nvim_win_get_option(wins[2], 'diff'))
     eq('lua', api.nvim_buf_get_option(api.nvim_win_get_buf(wins[2]), 'filetype'))
+    -- The cursor starts on the editable side (u there is no E21), and each side says what it is and its keys.
+    eq(wins[2], api.nvim_get_current_win())
+    eq(true, api.nvim_buf_get_option(api.nvim_win_get_buf(wins[2]), 'modifiable'))
+    assert(api.nvim_win_get_option(wins[2], 'statusline'):find('ga apply', 1, true), api.nvim_win_get_option(wins[2], 'statusline'))
+    assert(api.nvim_win_get_option(wins[1], 'statusline'):find('read-only', 1, true))
   end)
 
   it('applies the proposed side as edited in the diff tab', function()
@@ -1266,8 +1318,8 @@ describe('turn status and rejected changes', function()
     wait_for(function()
       return done
     end, 1000, 'subscribe')
-    eq('# crashed  ·  test\n\n## You\ngo\n\n## test · interrupted\n⚠ interrupted\nso far\n', chat:text())
-    local marks = api.nvim_buf_get_extmarks(chat.buf, api.nvim_get_namespaces().ochat_activity, { 6, 0 }, { 6, -1 }, { details = true })
+    eq('# crashed  ·  test\n\n## You\ngo\n\n## test · interrupted\nso far\n⚠ interrupted\n', chat:text())
+    local marks = api.nvim_buf_get_extmarks(chat.buf, api.nvim_get_namespaces().ochat_activity, { 7, 0 }, { 7, -1 }, { details = true })
     local groups = {}
     for _, mk in ipairs(marks) do
       groups[mk[4].hl_group] = true
@@ -1275,14 +1327,14 @@ describe('turn status and rejected changes', function()
     assert(groups.OChatStatus, vim.inspect(marks))
     -- <CR> on a marker without activity expands nothing.
     api.nvim_set_current_win(chat.win)
-    api.nvim_win_set_cursor(chat.win, { 7, 0 })
+    api.nvim_win_set_cursor(chat.win, { 8, 0 })
     chat:toggle_activity_at_cursor()
-    eq('⚠ interrupted', api.nvim_buf_get_lines(chat.buf, 6, 7, false)[1])
+    eq('⚠ interrupted', api.nvim_buf_get_lines(chat.buf, 7, 8, false)[1])
     -- A live turn that fails gets its marker when it ends.
     conn:emit('ochat/event', { conversationId = 'C4', messageId = 'B', agent = 'test', event = { type = 'content.delta', seq = 1, delta = 'part' } })
     conn:emit('ochat/event', { conversationId = 'C4', messageId = 'B', agent = 'test', event = { type = 'turn.failed', seq = 2, message = 'agent exited with status 3' } })
     local text = chat:text()
-    assert(text:find('## test · failed\n✗ failed: agent exited with status 3\npart\n\n**Failed:** agent exited with status 3\n', 1, true), text)
+    assert(text:find('## test · failed\npart\n\n**Failed:** agent exited with status 3\n✗ failed: agent exited with status 3\n', 1, true), text)
   end)
 
   it('shows a rejected file change as not applied and leaves it out of the totals', function()
@@ -1379,5 +1431,223 @@ describe(':OChatAgent name', function()
     wait_for(function()
       return #H.requests(conn, 'ochat/agents/list') >= 2
     end, 1000, 'refreshed in the background')
+  end)
+end)
+
+describe('message queue', function()
+  it('queues a message sent while a turn runs, shows the queue, and edits, removes or sends one now', function()
+    local chat, conn = H.fake_chat()
+    chat:open()
+    start_turn(chat, conn)
+    conn.handlers['ochat/chat/send'] = function()
+      return { conversationId = 'C1', queued = true, queueId = 'Q1' }
+    end
+    for _, m in ipairs({ 'ochat/queue/update', 'ochat/queue/remove', 'ochat/queue/sendNow' }) do
+      conn.handlers[m] = function()
+        return {}
+      end
+    end
+    -- Typed in the input and sent with <CR> in Normal mode while A1 runs.
+    api.nvim_set_current_win(chat.prompt_win)
+    api.nvim_buf_set_lines(chat.prompt_buf, 0, -1, false, { 'and then', 'the tests' })
+    vim.cmd('stopinsert')
+    api.nvim_feedkeys(api.nvim_replace_termcodes('<CR>', true, false, true), 'x', false)
+    wait_for(function()
+      return #H.requests(conn, 'ochat/chat/send') == 2
+    end, 1000, 'second send')
+    eq({ '' }, api.nvim_buf_get_lines(chat.prompt_buf, 0, -1, false), 'input emptied')
+    eq('and then\nthe tests', H.requests(conn, 'ochat/chat/send')[2].text)
+    wait_for(function()
+      return H.notes[#H.notes]:find('queued', 1, true) ~= nil
+    end, 1000, 'queued note')
+    eq(2, #chat.messages, 'not shown as a turn')
+    conn:emit('ochat/queue', { conversationId = 'C1', items = { { id = 'Q1', text = 'and then\nthe tests', agent = 'test', createdAt = 1 } } })
+    local text = chat:text()
+    assert(text:find('## Queued (1)', 1, true), text)
+    assert(text:find('\n1. and then … (test)\n', 1, true), text)
+    -- ge on the queued line edits it (several lines: a scratch buffer, :w takes it).
+    api.nvim_set_current_win(chat.win)
+    local lines = api.nvim_buf_get_lines(chat.buf, 0, -1, false)
+    local at
+    for i, l in ipairs(lines) do
+      if l:find('^1%. and then') then
+        at = i
+      end
+    end
+    api.nvim_win_set_cursor(chat.win, { at, 0 })
+    vim.cmd('normal ge')
+    local buf = api.nvim_get_current_buf()
+    eq({ 'and then', 'the tests' }, api.nvim_buf_get_lines(buf, 0, -1, false))
+    api.nvim_buf_set_lines(buf, 1, 2, false, { 'the linter' })
+    vim.cmd('write')
+    wait_for(function()
+      return #H.requests(conn, 'ochat/queue/update') == 1
+    end, 1000, 'update')
+    eq({ conversationId = 'C1', id = 'Q1', text = 'and then\nthe linter' }, H.requests(conn, 'ochat/queue/update')[1])
+    vim.cmd('silent! close')
+    api.nvim_set_current_win(chat.win)
+    api.nvim_win_set_cursor(chat.win, { at, 0 })
+    vim.cmd('normal gs')
+    vim.cmd('normal gx')
+    wait_for(function()
+      return #H.requests(conn, 'ochat/queue/remove') == 1 and #H.requests(conn, 'ochat/queue/sendNow') == 1
+    end, 1000, 'remove and send now')
+    eq({ conversationId = 'C1', id = 'Q1' }, H.requests(conn, 'ochat/queue/sendNow')[1])
+    conn:emit('ochat/queue', { conversationId = 'C1', items = {} })
+    assert(not chat:text():find('Queued', 1, true), 'queue gone')
+  end)
+
+  it('shows a queued message the daemon sent as the next turn, from the queue change alone', function()
+    local chat, conn = H.fake_chat()
+    chat:open()
+    start_turn(chat, conn)
+    conn:emit('ochat/queue', { conversationId = 'C1', items = { { id = 'Q1', text = 'next one', agent = 'test' } } })
+    ev(conn, chat, 'A1', { type = 'turn.completed', seq = 1, stopReason = 'end_turn' })
+    conn:emit('ochat/queue', { conversationId = 'C1', items = {}, sent = { id = 'Q1', userMessageId = 'U2', assistantMessageId = 'A2', turnId = 'A2' } })
+    ev(conn, chat, 'A2', { type = 'content.delta', seq = 1, delta = 'on it' })
+    local text = chat:text()
+    assert(text:find('## You\nnext one\n\n## test …\non it\n', 1, true), text)
+    assert(not text:find('Queued', 1, true), text)
+    eq('A2', chat.running_id)
+    eq(0, #H.requests(conn, 'ochat/conversations/get'), 'no round trip')
+  end)
+
+  it('takes the queue from the subscribe snapshot and drops it with a new conversation', function()
+    local chat, conn = H.fake_chat()
+    chat:open()
+    conn.handlers['ochat/subscribe'] = function()
+      return { conversation = { id = 'C9', title = 'q' }, messages = {}, queue = { { id = 'Q', text = 'later', agent = 'test' } } }
+    end
+    local done
+    chat:subscribe('C9', function()
+      done = true
+    end)
+    wait_for(function()
+      return done
+    end, 1000, 'subscribe')
+    assert(chat:text():find('1. later (test)', 1, true), chat:text())
+    api.nvim_buf_set_lines(chat.prompt_buf, 0, -1, false, { 'a draft' })
+    chat:new_conversation()
+    assert(not chat:text():find('later', 1, true), chat:text())
+    eq({ '' }, api.nvim_buf_get_lines(chat.prompt_buf, 0, -1, false), 'the draft does not leak into the new conversation')
+  end)
+end)
+
+describe('input and window details', function()
+  it('is a nofile buffer: several lines, never modified for :qa, <C-s> sends from Insert mode, ? lists the keys', function()
+    local chat, conn = H.fake_chat()
+    conn.handlers['ochat/chat/send'] = function()
+      return { conversationId = 'C1', userMessageId = 'U1', assistantMessageId = 'A1' }
+    end
+    chat:open()
+    eq('nofile', api.nvim_buf_get_option(chat.prompt_buf, 'buftype'))
+    eq('nofile', api.nvim_buf_get_option(chat.buf, 'buftype'))
+    eq(chat.prompt_win, api.nvim_get_current_win())
+    eq('n', api.nvim_get_mode().mode, ':OChat leaves Normal mode')
+    api.nvim_feedkeys(api.nvim_replace_termcodes('ione<CR>two<C-s>', true, false, true), 'x', false)
+    wait_for(function()
+      return #H.requests(conn, 'ochat/chat/send') == 1
+    end, 1000, 'send')
+    eq('one\ntwo', H.requests(conn, 'ochat/chat/send')[1].text)
+    eq(false, api.nvim_buf_get_option(chat.prompt_buf, 'modified'))
+    local echoed
+    local orig = api.nvim_echo
+    api.nvim_echo = function(chunks)
+      echoed = chunks[1][1]
+    end
+    api.nvim_feedkeys('?', 'x', false)
+    api.nvim_echo = orig
+    assert(echoed and echoed:find('<C%-s>') and echoed:find('gy') and echoed:find('send the message'), echoed)
+  end)
+
+  it('links the floats to Normal, not to the magenta Pmenu of stock 0.7, and conceals nothing', function()
+    local chat = H.fake_chat()
+    chat:open()
+    for _, w in ipairs({ chat.win, chat.prompt_win }) do
+      assert(api.nvim_win_get_option(w, 'winhighlight'):find('NormalFloat:OChatNormal', 1, true))
+    end
+    eq('Normal', vim.fn.synIDattr(vim.fn.synIDtrans(vim.fn.hlID('OChatNormal')), 'name'))
+    eq(0, api.nvim_win_get_option(chat.win, 'conceallevel'))
+  end)
+
+  it('shows the end of a streamed paragraph taller than the window', function()
+    local chat, conn = H.fake_chat({ ui = { height = 10 } })
+    chat:open()
+    start_turn(chat, conn)
+    ev(conn, chat, 'A1', { type = 'content.delta', seq = 1, delta = string.rep('word ', 2000) .. 'THE-END' })
+    chat:flush()
+    local cur = api.nvim_win_get_cursor(chat.win)
+    local line = api.nvim_buf_get_lines(chat.buf, cur[1] - 1, cur[1], false)[1]
+    assert(line:find('THE%-END$'), 'the cursor is on the streamed paragraph, not the blank line below it')
+    eq(#line - 1, cur[2], 'at its end, where the new text is')
+    ev(conn, chat, 'A1', { type = 'content.delta', seq = 2, delta = ' MORE' })
+    chat:flush()
+    cur = api.nvim_win_get_cursor(chat.win)
+    assert(api.nvim_buf_get_lines(chat.buf, cur[1] - 1, cur[1], false)[1]:find('MORE$'), 'still following')
+  end)
+
+  it('opens a history conversation at its last turn and shows its agent, not the previous one', function()
+    local chat, conn = H.fake_chat({ agent = 'codex' })
+    conn:emit('ochat/agentState', { agent = 'codex', usage = { used = 500, size = 1000 } })
+    local msgs = {}
+    for i = 1, 30 do
+      table.insert(msgs, { id = 'U' .. i, role = 'user', content = 'question ' .. i })
+      table.insert(msgs, { id = 'A' .. i, role = 'assistant', agent = 'claude', status = 'completed', segments = { { type = 'content', content = 'answer ' .. i } } })
+    end
+    conn.handlers['ochat/subscribe'] = function()
+      return { conversation = { id = 'C5', title = 'old one' }, messages = msgs }
+    end
+    local done
+    require('ochat.history').open_entry(chat, { kind = 'conversation', id = 'C5' }, function()
+      done = true
+    end)
+    wait_for(function()
+      return done
+    end, 1000, 'open')
+    -- Its agent and the one the next message goes to; the other conversation's context meter is gone.
+    eq('# old one  ·  claude (next: codex)', api.nvim_buf_get_lines(chat.buf, 0, 1, false)[1])
+    eq('## You', api.nvim_get_current_line())
+    eq('question 30', api.nvim_buf_get_lines(chat.buf, api.nvim_win_get_cursor(chat.win)[1], api.nvim_win_get_cursor(chat.win)[1] + 1, false)[1])
+    eq(api.nvim_win_get_cursor(chat.win)[1], vim.fn.line('w0', chat.win), 'the last turn at the top of the window')
+  end)
+
+  it('lists each agent option once', function()
+    local settings = require('ochat.agents').settings({
+      configOptions = {
+        { id = 'mode', name = 'Mode', currentValue = 'a', options = { { value = 'a', name = 'A' }, { value = 'a', name = 'A' } } },
+        { id = 'mode', name = 'Mode', currentValue = 'a', options = { { value = 'a', name = 'A' } } },
+      },
+      modes = { currentModeId = 'a', availableModes = { { id = 'a', name = 'A' } } },
+    })
+    eq(1, #settings)
+    eq(1, #settings[1].choices)
+  end)
+
+  it('says once, without an error code, that ochatd is missing', function()
+    local root = vim.fn.tempname()
+    vim.fn.mkdir(root, 'p')
+    require('ochat').setup({ cmd = { root .. '/no-such-ochatd' } })
+    H.notes = {}
+    local chat = require('ochat.chat').get(root)
+    local done
+    chat:send('hello', nil, function()
+      done = true
+    end)
+    wait_for(function()
+      return done
+    end, 2000, 'send fails')
+    local about = vim.tbl_filter(function(n)
+      return n:find('no-such-ochatd', 1, true) ~= nil
+    end, H.notes)
+    eq(1, #about, vim.inspect(H.notes))
+    assert(not about[1]:find('-32099', 1, true), about[1])
+  end)
+
+  it('says when it reconnected to the daemon', function()
+    local chat, conn = H.fake_chat()
+    H.notes = {}
+    conn:emit('ochat/ready', { reconnect = true })
+    eq('ochat: reconnected to ochatd', H.notes[#H.notes])
+    assert(chat)
   end)
 end)

@@ -61,17 +61,31 @@ function M.settings(state)
   if not state then
     return out
   end
+  -- An agent may report the same setting twice (a "mode" config option and ACP's legacy modes; an option in two
+  -- groups): each setting and each value is listed once.
+  local seen, has_mode = {}, false
   for _, o in ipairs(util.nn(state.configOptions) or {}) do
-    table.insert(out, {
-      kind = 'config',
-      id = o.id,
-      name = util.nn(o.name) or o.id,
-      current = util.nn(o.currentValue),
-      choices = flat_options(o),
-    })
+    if o.id and not seen[o.id] then
+      seen[o.id] = true
+      has_mode = has_mode or o.id == 'mode' or util.nn(o.category) == 'mode'
+      local choices, vals = {}, {}
+      for _, c in ipairs(flat_options(o)) do
+        if not vals[c.value] then
+          vals[c.value] = true
+          table.insert(choices, c)
+        end
+      end
+      table.insert(out, {
+        kind = 'config',
+        id = o.id,
+        name = util.nn(o.name) or o.id,
+        current = util.nn(o.currentValue),
+        choices = choices,
+      })
+    end
   end
   local modes = util.nn(state.modes)
-  if type(modes) == 'table' and util.nn(modes.availableModes) then
+  if not has_mode and type(modes) == 'table' and util.nn(modes.availableModes) then
     local choices = {}
     for _, md in ipairs(modes.availableModes) do
       table.insert(choices, { value = md.id, name = util.nn(md.name) or md.id })

@@ -89,6 +89,12 @@ function M.get(root)
       s:update_title()
     end
   end)
+  s.conn:on('ochat/queue', function(p)
+    if s.conversation_id and p.conversationId == s.conversation_id then
+      s:on_queue_sent(util.nn(p.sent))
+      s:set_queue(p.items)
+    end
+  end)
   s.conn:on('ochat/fileChangeStatus', function(p)
     s:on_file_change_status(p)
   end)
@@ -106,12 +112,20 @@ function M.get(root)
     end
   end)
   s.conn:on('ochat/ready', function(p)
-    if p.reconnect and s.conversation_id then
-      s:subscribe(s.conversation_id)
+    if p.reconnect then
+      util.notify('reconnected to ochatd')
+      if s.conversation_id then
+        s:subscribe(s.conversation_id)
+      end
     end
   end)
   require('ochat.permission').attach(s)
   return s
+end
+
+--- A message of this chat's model (render.new_message with the workspace root for relative paths).
+function Chat:new_msg(msg)
+  return render.new_message(msg, self.root)
 end
 
 -- Merges ochat/agentState params: a present field replaces, a missing one keeps the earlier value.
@@ -121,6 +135,14 @@ function Chat:merge_agent_state(p)
     st[k] = v
   end
   self.agent_state[p.agent or ''] = st
+end
+
+-- The context meter belongs to a conversation's session: drop it when another one is shown (the agents' options
+-- and commands stay, for picking them before the next conversation exists).
+function Chat:forget_usage()
+  for _, st in pairs(self.agent_state) do
+    st.usage = nil
+  end
 end
 
 --- Stops every chat (tests).
@@ -158,24 +180,98 @@ function Chat:ensure_buffers()
     self:map_chat_keys(buf)
   end
   if not (self.prompt_buf and api.nvim_buf_is_valid(self.prompt_buf)) then
+    -- The input is a plain scratch buffer (buftype=nofile): several lines, pastes kept whole, never "modified" for
+    -- :q/:qa, and no prompt-buffer line that Enter in Insert mode would send.
     local pb = api.nvim_create_buf(false, true)
     self.prompt_buf = pb
-    pcall(api.nvim_buf_set_name, pb, 'ochat://' .. self.root .. '/prompt-' .. pb)
-    api.nvim_buf_set_option(pb, 'buftype', 'prompt')
+    pcall(api.nvim_buf_set_name, pb, 'ochat://' .. self.root .. '/input-' .. pb)
+    api.nvim_buf_set_option(pb, 'buftype', 'nofile')
     api.nvim_buf_set_option(pb, 'bufhidden', 'hide')
     api.nvim_buf_set_option(pb, 'swapfile', false)
+    api.nvim_buf_set_option(pb, 'filetype', 'markdown')
     api.nvim_buf_set_var(pb, 'ochat_root', self.root)
     api.nvim_buf_set_option(pb, 'omnifunc', "v:lua.require'ochat.chat'.omnifunc")
-    vim.fn.prompt_setprompt(pb, cfg().ui.prompt)
-    vim.fn.prompt_setcallback(pb, function(text)
-      if text and text:match('%S') then
-        self:send(text)
-      end
-    end)
-    vim.fn.prompt_setinterrupt(pb, function()
-      self:cancel()
-    end)
     self:map_prompt_keys(pb)
+  end
+end
+
+--- The text in the input buffer ('' when there is none).
+function Chat:input_text()
+  if not (self.prompt_buf and api.nvim_buf_is_valid(self.prompt_buf)) then
+    return ''
+  end
+  return vim.trim(table.concat(api.nvim_buf_get_lines(self.prompt_buf, 0, -1, false), '\n'))
+end
+
+--- Sends what the input buffer holds and empties it (kept when there is nothing to send).
+function Chat:submit()
+  local text = self:input_text()
+  if text == '' and not self.pending_context then
+    return util.notify('nothing to send: the input is empty (type your message, then <CR> in Normal mode or <C-s>)', vim.log.levels.WARN)
+  end
+  api.nvim_buf_set_lines(self.prompt_buf, 0, -1, false, {})
+  self:send(text)
+end
+
+--- The keys of the chat and input buffers, as `?` lists them.
+function Chat:key_help()
+  local k = cfg().keymaps
+  local rows = {
+    { k.send, 'input, Normal mode: send the message (a turn running: queue it)' },
+    { k.send_insert, 'input, Insert and Normal mode: send the message' },
+    { k.focus_chat, 'input: go to the transcript' },
+    { k.focus_prompt, 'transcript: go to the input' },
+    { k.toggle_activity, 'transcript: expand/collapse the activity line of a turn' },
+    { k.diff, 'transcript: diff of the file change under the cursor' },
+    { k.apply, 'transcript: apply the file change under the cursor' },
+    { k.revert, 'transcript: revert the file change under the cursor' },
+    { k.edit, 'transcript: edit your message (or a queued one) under the cursor' },
+    { k.retry, 'transcript: regenerate the answer under the cursor' },
+    { k.queue_remove, 'transcript: remove the queued message under the cursor' },
+    { k.queue_send_now, 'transcript: send the queued message under the cursor now (cancels the turn)' },
+    { k.permission_allow, 'allow once the permission the agent asks (also :OChatAllow)' },
+    { k.permission_deny, 'reject the permission the agent asks (also :OChatDeny)' },
+    { k.permission_pick, 'pick any of the agent\'s options (also :OChatPermission)' },
+    { k.cancel, 'cancel the turn' },
+    { k.close, 'Normal mode: hide the chat' },
+    { k.help, 'these keys' },
+  }
+  local out = {}
+  for _, r in ipairs(rows) do
+    if r[1] then
+      table.insert(out, string.format('%-8s %s', r[1], r[2]))
+    end
+  end
+  return out
+end
+
+function Chat:show_help()
+  vim.api.nvim_echo({ { 'ochat keys\n' .. table.concat(self:key_help(), '\n'), 'Normal' } }, false, {})
+end
+
+-- Keys both buffers share: answering the agent's pending permission request without leaving where one types.
+function Chat:map_permission_keys(buf)
+  local k = cfg().keymaps
+  local perm = require('ochat.permission')
+  for lhs, fn in pairs({
+    [k.permission_allow or ''] = function()
+      perm.answer(self, 'allow')
+    end,
+    [k.permission_deny or ''] = function()
+      perm.answer(self, 'deny')
+    end,
+    [k.permission_pick or ''] = function()
+      perm.answer(self, 'pick')
+    end,
+  }) do
+    if lhs ~= '' then
+      vim.keymap.set('n', lhs, fn, { buffer = buf, nowait = true, silent = true })
+    end
+  end
+  if k.help then
+    vim.keymap.set('n', k.help, function()
+      self:show_help()
+    end, { buffer = buf, nowait = true, silent = true, desc = 'ochat: list the keys' })
   end
 end
 
@@ -213,15 +309,36 @@ function Chat:map_chat_keys(buf)
     end, 'ochat: go to the prompt')
   end
   map(k.edit, function()
+    if self:queue_item_at_cursor() then
+      return self:queue_action_at_cursor('edit')
+    end
     self:edit_interactive(self:message_at_cursor())
   end, 'ochat: edit the message under the cursor and run it again')
   map(k.retry, function()
     self:retry(self:message_at_cursor())
   end, 'ochat: regenerate the answer under the cursor')
+  map(k.queue_remove, function()
+    self:queue_action_at_cursor('remove')
+  end, 'ochat: remove the queued message under the cursor')
+  map(k.queue_send_now, function()
+    self:queue_action_at_cursor('sendNow')
+  end, 'ochat: send the queued message under the cursor now')
+  self:map_permission_keys(buf)
 end
 
 function Chat:map_prompt_keys(buf)
   local k = cfg().keymaps
+  if k.send then
+    vim.keymap.set('n', k.send, function()
+      self:submit()
+    end, { buffer = buf, nowait = true, silent = true, desc = 'ochat: send the message' })
+  end
+  if k.send_insert then
+    vim.keymap.set({ 'n', 'i' }, k.send_insert, function()
+      self:submit()
+    end, { buffer = buf, silent = true, desc = 'ochat: send the message' })
+  end
+  self:map_permission_keys(buf)
   if k.close then
     vim.keymap.set('n', k.close, function()
       self:hide()
@@ -274,10 +391,6 @@ function M.omnifunc(findstart, base)
   local root = vim.b.ochat_root or vim.fn.getcwd()
   if findstart == 1 then
     local line = api.nvim_get_current_line():sub(1, api.nvim_win_get_cursor(0)[2])
-    local prompt = vim.fn.prompt_getprompt(api.nvim_get_current_buf())
-    if prompt ~= '' and line:sub(1, #prompt) == prompt then
-      line = line:sub(#prompt + 1)
-    end
     local slash = line:match('^/[^%s]*$')
     if slash then
       omni_kind = 'command'
@@ -367,7 +480,17 @@ function Chat:title_line()
   local t = self:shown_title()
   local parts = { '# ' .. (t ~= '' and t or 'ochat') }
   local agent = self:current_agent()
-  if agent and agent ~= '' then
+  local answered
+  for i = #self.messages, 1, -1 do
+    if self.messages[i].agent then
+      answered = self.messages[i].agent
+      break
+    end
+  end
+  if answered and agent and answered ~= agent then
+    -- This conversation's agent, and the one the next message goes to (picked with :OChatAgent or in setup{}).
+    table.insert(parts, answered .. ' (next: ' .. agent .. ')')
+  elseif agent and agent ~= '' then
     table.insert(parts, agent)
   end
   -- The context meter, as the agent reported it (ACP usage_update: used / size tokens).
@@ -395,15 +518,28 @@ local hl_ns
 local function highlight_ns()
   if not hl_ns then
     hl_ns = api.nvim_create_namespace('ochat_activity')
-    for group, link in pairs({ OChatActivity = 'Comment', OChatDetail = 'NonText', OChatFile = 'Directory', OChatError = 'ErrorMsg', OChatStatus = 'WarningMsg' }) do
+    -- OChatNormal/OChatBorder: the chat floats look like the editor, not like Neovim 0.7's magenta Pmenu
+    -- (NormalFloat's default there).
+    for group, link in pairs({ OChatActivity = 'Comment', OChatDetail = 'NonText', OChatFile = 'Directory', OChatError = 'ErrorMsg', OChatStatus = 'WarningMsg', OChatNormal = 'Normal', OChatBorder = 'FloatBorder', OChatPermissionBorder = 'WarningMsg' }) do
       vim.cmd(string.format('highlight default link %s %s', group, link))
     end
   end
   return hl_ns
 end
 
-function Chat:highlight_activity(b)
+-- Highlights a block's tool and file lines in the body (from body line `from`) and its activity block (after the
+-- body).
+function Chat:highlight_activity(b, from)
   local ns = highlight_ns()
+  local m = b.msg
+  for i = from or 1, b.blen do
+    local seg = m and m.line_items and m.line_items[i]
+    if seg then
+      local group = seg.type == 'fileChange' and (seg.status == 'rejected' and 'OChatDetail' or 'OChatFile') or (seg.status == 'error' and 'OChatError' or 'OChatActivity')
+      api.nvim_buf_add_highlight(self.buf, ns, group, b.start + i, 0, -1)
+    end
+  end
+  local a0 = b.start + 1 + b.blen
   for i = 0, b.alen - 1 do
     local item = b.items and b.items[i + 1]
     local group = 'OChatDetail'
@@ -414,10 +550,10 @@ function Chat:highlight_activity(b)
     elseif item and item.kind == 'tool' and item.seg.status == 'error' then
       group = 'OChatError'
     end
-    api.nvim_buf_add_highlight(self.buf, ns, group, b.start + 1 + i, 0, -1)
+    api.nvim_buf_add_highlight(self.buf, ns, group, a0 + i, 0, -1)
     if i == 0 and item and item.mark_col and item.status ~= 'cancelled' then
       -- "⚠ interrupted", "✗ failed: …" stand out from the summary before them.
-      api.nvim_buf_add_highlight(self.buf, ns, item.status == 'failed' and 'OChatError' or 'OChatStatus', b.start + 1, item.mark_col, -1)
+      api.nvim_buf_add_highlight(self.buf, ns, item.status == 'failed' and 'OChatError' or 'OChatStatus', a0, item.mark_col, -1)
     end
   end
 end
@@ -430,8 +566,8 @@ function Chat:block_lines(m)
   local act, items = render.activity(m, cfg().ui, self.root)
   local body = render.body_lines(m)
   local lines = { render.header(m) }
-  vim.list_extend(lines, act)
   vim.list_extend(lines, body)
+  vim.list_extend(lines, act)
   table.insert(lines, '')
   return lines, { alen = #act, blen = #body, items = items }
 end
@@ -457,7 +593,169 @@ function Chat:full_render()
   for _, b in ipairs(self.blocks) do
     self:highlight_activity(b)
   end
+  self:render_footer()
   self:follow()
+end
+
+-- The first line (0-based) after the last message block: where the footer (pending permission, queue) starts.
+function Chat:footer_start()
+  local last = self.blocks[#self.blocks]
+  return last and (last.start + block_len(last)) or TOP
+end
+
+--- The footer under the messages: the permission requests that wait for an answer and the queued messages, with
+--- their keys. `self.footer_items[line index]` is the queue item on that line.
+function Chat:footer_lines()
+  local k = cfg().keymaps
+  local lines, items = {}, {}
+  for _, p in ipairs(require('ochat.permission').pending(self)) do
+    table.insert(lines, '> ⚠ ' .. require('ochat.permission').summary(p))
+    table.insert(lines, string.format('> %s allow once · %s reject · %s all options · :OChatPermission shows the details', k.permission_allow or ':OChatAllow', k.permission_deny or ':OChatDeny', k.permission_pick or ':OChatPermission'))
+    table.insert(lines, '')
+  end
+  local q = self.queue or {}
+  if #q > 0 then
+    table.insert(lines, string.format('## Queued (%d) · sent when the turn ends · %s edit · %s remove · %s send now', #q, k.edit or '', k.queue_remove or '', k.queue_send_now or ''))
+    for i, it in ipairs(q) do
+      local text = util.nn(it.text) or ''
+      local first = one_line(text:match('[^\n]*'))
+      local more = select(2, text:gsub('\n', '')) > 0 and ' …' or ''
+      table.insert(lines, string.format('%d. %s%s%s', i, first, more, util.nn(it.agent) and (' (' .. it.agent .. ')') or ''))
+      items[#lines] = it
+    end
+    table.insert(lines, '')
+  end
+  return lines, items
+end
+
+function Chat:render_footer()
+  if not (self.buf and api.nvim_buf_is_valid(self.buf)) then
+    return
+  end
+  self:flush()
+  local lines, items = self:footer_lines()
+  local start = self:footer_start()
+  set_lines(self.buf, start, -1, lines)
+  self.footer_items = items
+  for i = 1, #lines do
+    if lines[i]:sub(1, 1) == '>' or lines[i]:sub(1, 2) == '##' then
+      api.nvim_buf_add_highlight(self.buf, highlight_ns(), 'OChatStatus', start + i - 1, 0, -1)
+    end
+  end
+  self:follow()
+end
+
+-- Queue (docs/protocol.md "Message queue") ------------------------------------------------------------------------
+
+--- Takes the conversation's queue (ochat/queue, or a snapshot's `queue`) and shows it.
+function Chat:set_queue(items)
+  self.queue = util.nn(items) or {}
+  self:render_footer()
+end
+
+-- The daemon sent a queued message as the next turn (`sent` {id, userMessageId, assistantMessageId}, before the
+-- turn's first event): show its prompt and the turn, with no round trip.
+function Chat:on_queue_sent(sent)
+  if type(sent) ~= 'table' or not sent.userMessageId or self.by_id[sent.userMessageId] then
+    return
+  end
+  local item
+  for _, it in ipairs(self.queue or {}) do
+    if it.id == sent.id then
+      item = it
+    end
+  end
+  if not item then
+    return -- not known here: the turn's first event fetches the stored prompt (adopt_turn)
+  end
+  self:add_message(self:new_msg({ id = sent.userMessageId, role = 'user', content = util.nn(item.text) or '', attachments = util.nn(item.attachments) }))
+  local aid = sent.assistantMessageId or sent.turnId
+  if aid and not self.by_id[aid] then
+    self:add_message(self:new_msg({ id = aid, role = 'assistant', agent = util.nn(item.agent), status = 'streaming' }))
+  end
+  self.running_id = aid
+end
+
+--- The queued message under the cursor in the chat buffer, or nil.
+function Chat:queue_item_at_cursor()
+  if not (self.buf and api.nvim_get_current_buf() == self.buf) or not self.footer_items then
+    return nil
+  end
+  return self.footer_items[api.nvim_win_get_cursor(0)[1] - self:footer_start()]
+end
+
+--- Edits ('edit', with `text` or asked for), removes ('remove') or sends now ('sendNow') a queued message.
+function Chat:queue_action(item, action, text, cb)
+  local params = { conversationId = self.conversation_id, id = item.id }
+  local function go(method)
+    self.conn:request(method, params, function(err, res)
+      if err then
+        util.notify('queue: ' .. util.err_text(err), vim.log.levels.ERROR)
+      end
+      if cb then
+        cb(err, res)
+      end
+    end)
+  end
+  if action == 'remove' then
+    return go('ochat/queue/remove')
+  elseif action == 'sendNow' then
+    return go('ochat/queue/sendNow')
+  end
+  if text then
+    params.text = text
+    return go('ochat/queue/update')
+  end
+  self:edit_text(util.nn(item.text) or '', 'queued message', function(t)
+    params.text = t
+    go('ochat/queue/update')
+  end)
+end
+
+function Chat:queue_action_at_cursor(action)
+  local it = self:queue_item_at_cursor()
+  if not it then
+    return util.notify('no queued message under the cursor', vim.log.levels.WARN)
+  end
+  self:queue_action(it, action)
+end
+
+--- :OChatQueue: pick a queued message, then what to do with it.
+function Chat:pick_queue()
+  local q = self.queue or {}
+  if #q == 0 then
+    return util.notify('nothing is queued')
+  end
+  vim.ui.select(q, {
+    prompt = 'queued message',
+    format_item = function(it)
+      return one_line(util.nn(it.text) or '')
+    end,
+  }, function(it)
+    if not it then
+      return
+    end
+    local acts = { { 'edit', 'Edit' }, { 'sendNow', 'Send now (cancels the running turn)' }, { 'remove', 'Remove' } }
+    vim.ui.select(acts, {
+      prompt = 'queued message',
+      format_item = function(a)
+        return a[2]
+      end,
+    }, function(a)
+      if a then
+        self:queue_action(it, a[1])
+      end
+    end)
+  end)
+end
+
+-- Takes a message out of the transcript (a prompt the daemon queued instead of running).
+function Chat:drop_message(m)
+  local i = self:index_of(m)
+  if i then
+    table.remove(self.messages, i)
+    self:full_render()
+  end
 end
 
 function Chat:add_message(m)
@@ -495,6 +793,9 @@ function Chat:mark(m, d)
   self.dirty_since = self.dirty_since or util.now_ms()
   cur.header = cur.header or d.header
   cur.activity = cur.activity or d.activity
+  if d.activity and not d.body_from then
+    d = { body_from = render.refresh_lines(m) } -- a file change's status also shows on its line in the body
+  end
   if d.body_from then
     cur.body_from = cur.body_from and math.min(cur.body_from, d.body_from) or d.body_from
   end
@@ -544,16 +845,20 @@ function Chat:flush()
       if d.body_from then
         local body = render.body_lines(m)
         local from = math.max(1, math.min(d.body_from, b.blen + 1, #body + 1))
-        local s = b.start + 1 + b.alen
+        local s = b.start + 1
         api.nvim_buf_set_lines(buf, s + from - 1, s + b.blen, false, vim.list_slice(body, from))
         b.blen = #body
+        if not d.activity then
+          self:highlight_activity({ msg = m, start = b.start, blen = b.blen, alen = 0 }, from)
+        end
       end
       if d.activity then
         local act, items = render.activity(m, cfg().ui, self.root)
-        api.nvim_buf_set_lines(buf, b.start + 1, b.start + 1 + b.alen, false, act)
+        local a0 = b.start + 1 + b.blen
+        api.nvim_buf_set_lines(buf, a0, a0 + b.alen, false, act)
         b.alen = #act
         b.items = items
-        self:highlight_activity(b)
+        self:highlight_activity(b, d.body_from or b.blen + 1)
       end
       if d.header then
         api.nvim_buf_set_lines(buf, b.start, b.start + 1, false, { render.header(m) })
@@ -594,11 +899,40 @@ function Chat:follow()
   end
   local n = api.nvim_buf_line_count(self.buf)
   local cur = api.nvim_win_get_cursor(win)[1]
-  if self.force_follow or cur >= (self.last_line_count or n) then
-    api.nvim_win_set_cursor(win, { n, 0 })
+  if self.force_follow or cur >= (self.last_line_count or n) - 3 then
+    -- The cursor goes to the end of the last line with text: on the blank line below a streamed paragraph taller
+    -- than the window, the window would show that blank line alone; at the paragraph's end it shows its newest text.
+    local lnum, text = n, ''
+    for l = n, math.max(1, n - 3), -1 do
+      text = api.nvim_buf_get_lines(self.buf, l - 1, l, false)[1] or ''
+      lnum = l
+      if text ~= '' then
+        break
+      end
+    end
+    api.nvim_win_set_cursor(win, { lnum, math.max(0, #text - 1) })
   end
   self.force_follow = false
   self.last_line_count = n
+end
+
+--- Puts the top of the window at the start of the last turn (the last prompt of yours), else the first line.
+function Chat:scroll_to_last_turn()
+  self:flush()
+  local line = 1
+  for i = #self.blocks, 1, -1 do
+    if self.blocks[i].msg.role == 'user' then
+      line = self.blocks[i].start + 1
+      break
+    end
+  end
+  if self.win and api.nvim_win_is_valid(self.win) and api.nvim_win_get_buf(self.win) == self.buf then
+    pcall(api.nvim_win_set_cursor, self.win, { line, 0 })
+    api.nvim_win_call(self.win, function()
+      vim.cmd('normal! zt')
+    end)
+    self.last_line_count = math.huge -- the user reads from here: do not jump to the end while a turn streams
+  end
 end
 
 -- Message/turn lookup by cursor.
@@ -619,7 +953,17 @@ function Chat:toggle_activity_at_cursor()
   b.msg.expanded = not b.msg.expanded
   self:mark(b.msg, { activity = true })
   self:flush()
-  pcall(api.nvim_win_set_cursor, 0, { b.start + 2, 0 })
+  pcall(api.nvim_win_set_cursor, 0, { b.start + 2 + b.blen, 0 })
+end
+
+-- The segment item under body/activity line `l` (0-based) of block `b`: {kind='file'|'tool'|…, seg}, or nil.
+function Chat:item_at(b, l)
+  local bi = l - b.start
+  if bi >= 1 and bi <= b.blen then
+    local seg = b.msg.line_items and b.msg.line_items[bi]
+    return seg and { kind = seg.type == 'fileChange' and 'file' or 'tool', seg = seg }
+  end
+  return b.items and b.items[bi - b.blen]
 end
 
 function Chat:file_action_at_cursor(action)
@@ -627,7 +971,7 @@ function Chat:file_action_at_cursor(action)
   local b = self:block_at(l)
   local diff = require('ochat.diff')
   if b then
-    local item = b.items and b.items[l - b.start]
+    local item = self:item_at(b, l)
     if item and item.kind == 'file' then
       if action == 'open' then
         return diff.open(self, b.msg, item.seg)
@@ -712,7 +1056,14 @@ function Chat:open(opts)
       api.nvim_win_set_option(w, 'linebreak', true)
       api.nvim_win_set_option(w, 'winfixwidth', true)
     end
-    api.nvim_win_set_option(self.win, 'conceallevel', 2)
+    if ui.layout == 'float' then
+      highlight_ns()
+      for _, w in ipairs({ self.win, self.prompt_win }) do
+        api.nvim_win_set_option(w, 'winhighlight', 'Normal:OChatNormal,NormalFloat:OChatNormal,FloatBorder:OChatBorder')
+      end
+    end
+    -- No conceal: Neovim 0.7's markdown syntax hides the `**` around inline code and the code's backticks with it.
+    api.nvim_win_set_option(self.win, 'conceallevel', 0)
     self:watch_windows()
     self:update_title() -- fitted to the window now there is one
     self.force_follow = true
@@ -722,8 +1073,10 @@ function Chat:open(opts)
     api.nvim_set_current_win(self.win)
   elseif opts.focus ~= false then
     api.nvim_set_current_win(self.prompt_win)
-    if opts.insert ~= false then
+    if opts.insert == true or (opts.insert == nil and cfg().ui.start_in_insert) then
       vim.cmd('startinsert!')
+    else
+      vim.cmd('stopinsert') -- a command typed next (`:lua …`) runs as a command
     end
   end
 end
@@ -804,7 +1157,7 @@ function Chat:load_snapshot(res)
   self.messages, self.by_id = {}, {}
   for _, msg in ipairs(res.messages or {}) do
     if not msg.hidden then
-      local m = render.new_message(msg)
+      local m = self:new_msg(msg)
       table.insert(self.messages, m)
       self.by_id[m.id] = m
     end
@@ -819,7 +1172,7 @@ function Chat:load_snapshot(res)
     if util.nn(running.truncated) and type(partial) == 'table' then
       base = vim.tbl_extend('force', partial, { id = mid, status = 'streaming' })
     end
-    local fresh = render.new_message(base)
+    local fresh = self:new_msg(base)
     local m = self.by_id[mid]
     if m then
       for k, v in pairs(fresh) do
@@ -838,6 +1191,13 @@ function Chat:load_snapshot(res)
       m.last_seq = last
     end
   end
+  -- Another conversation: the header shows its agent and context meter, not the previous one's (a resync of the same
+  -- one keeps them).
+  if self.loaded_id ~= self.conversation_id then
+    self.loaded_id = self.conversation_id
+    self:forget_usage()
+  end
+  self.queue = util.nn(res.queue) or {}
   -- What earlier ochat/agentState notifications said, for a late subscriber (merged per agent).
   for _, st in ipairs(util.nn(res.agentStates) or {}) do
     self:merge_agent_state(st)
@@ -876,6 +1236,11 @@ function Chat:new_conversation()
   end
   self.conversation_id, self.title = nil, nil
   self.messages, self.by_id = {}, {}
+  self.queue = {}
+  self:forget_usage()
+  if self.prompt_buf and api.nvim_buf_is_valid(self.prompt_buf) then
+    api.nvim_buf_set_lines(self.prompt_buf, 0, -1, false, {}) -- a draft belongs to the conversation it was typed in
+  end
   self:full_render()
 end
 
@@ -922,7 +1287,7 @@ function Chat:set_native_messages(msgs, reset)
   end
   for _, msg in ipairs(msgs) do
     if not util.nn(msg.hidden) then
-      local m = render.new_message(msg)
+      local m = self:new_msg(msg)
       local old = self.by_id[m.id]
       if old then
         for k in pairs(old) do
@@ -1013,8 +1378,9 @@ function Chat:on_event(p)
   local mid = p.messageId or p.turnId
   local m = self.by_id[mid]
   if not m then
-    m = render.new_message({ id = mid, role = 'assistant', agent = p.agent, status = 'streaming' })
+    m = self:new_msg({ id = mid, role = 'assistant', agent = p.agent, status = 'streaming' })
     self:add_message(m)
+    self.running_id = self.running_id or mid -- a turn started elsewhere (or from the queue): a send now queues
     if (self.pending_sends or 0) == 0 then
       self:adopt_turn(m)
     end
@@ -1051,7 +1417,7 @@ function Chat:adopt_turn(live)
     local msgs, by_id, has_live = {}, {}, false
     for _, msg in ipairs(util.nn(res.messages) or {}) do
       if not msg.hidden then
-        local m = msg.id == live.id and live or self.by_id[msg.id] or render.new_message(msg)
+        local m = msg.id == live.id and live or self.by_id[msg.id] or self:new_msg(msg)
         has_live = has_live or m == live
         table.insert(msgs, m)
         by_id[m.id] = m
@@ -1155,8 +1521,13 @@ function Chat:send(text, opts, cb)
     util.notify(why, vim.log.levels.WARN) -- the prompt is sent as typed
   end
   vim.list_extend(attachments, opts.attachments or {})
-  local um = render.new_message({ role = 'user', content = full, attachments = attachments })
-  self:add_message(um)
+  local um = self:new_msg({ role = 'user', content = full, attachments = attachments })
+  -- While a turn runs the daemon queues the message (docs/protocol.md "Message queue"): it shows in the queue, not
+  -- as a turn, until the daemon sends it.
+  local busy = self.running_id ~= nil
+  if not busy then
+    self:add_message(um)
+  end
   local params = { text = full, conversationId = self.conversation_id, agent = self.agent }
   if #attachments > 0 then
     params.attachments = attachments
@@ -1174,12 +1545,27 @@ function Chat:send(text, opts, cb)
     end
     if err then
       um.error = util.err_text(err)
+      if busy then
+        self:add_message(um)
+      end
       self:mark(um, { header = true, body_from = 1 })
-      util.notify('send: ' .. um.error, vim.log.levels.ERROR)
+      if not (type(err) == 'table' and err.reported) then
+        util.notify('send: ' .. um.error, vim.log.levels.ERROR)
+      end
       if cb then
         cb(err)
       end
       return
+    end
+    if util.nn(res.queued) == true then
+      if not busy then
+        self:drop_message(um)
+      end
+      util.notify('a turn is running: your message is queued and goes next (' .. (cfg().keymaps.edit or '') .. ' edit, ' .. (cfg().keymaps.queue_remove or '') .. ' remove, ' .. (cfg().keymaps.queue_send_now or '') .. ' send now)')
+      return cb and cb(nil, res)
+    end
+    if busy then
+      self:add_message(um)
     end
     if not self.conversation_id then
       self.conversation_id = res.conversationId
@@ -1193,7 +1579,7 @@ function Chat:send(text, opts, cb)
     local aid = res.assistantMessageId or res.turnId
     self.running_id = aid
     if aid and not self.by_id[aid] then
-      self:add_message(render.new_message({ id = aid, role = 'assistant', agent = self.agent, status = 'streaming' }))
+      self:add_message(self:new_msg({ id = aid, role = 'assistant', agent = self.agent, status = 'streaming' }))
     end
     for _, p in ipairs(early) do
       if p.conversationId == self.conversation_id then
@@ -1281,12 +1667,12 @@ function Chat:replace_turn(method, params, user, text, cb)
         by_id[m.id] = m
       end
     end
-    local um = render.new_message({ id = res.userMessageId, role = 'user', content = text, attachments = user.attachments })
+    local um = self:new_msg({ id = res.userMessageId, role = 'user', content = text, attachments = user.attachments })
     table.insert(keep, um)
     by_id[um.id] = um
     local aid = res.assistantMessageId or res.turnId
     -- Events of the new turn may have come before this answer: keep the message they built.
-    local live = aid and self.by_id[aid] or render.new_message({ id = aid, role = 'assistant', agent = self.agent, status = 'streaming' })
+    local live = aid and self.by_id[aid] or self:new_msg({ id = aid, role = 'assistant', agent = self.agent, status = 'streaming' })
     if aid then
       table.insert(keep, live)
       by_id[aid] = live
@@ -1332,13 +1718,24 @@ function Chat:edit_interactive(m, cb)
     util.notify('no message of yours to edit', vim.log.levels.WARN)
     return cb and cb(nil)
   end
-  local old = table.concat(user.body, '\n')
+  return self:edit_text(table.concat(user.body, '\n'), 'message', function(text)
+    self:edit(user, text, cb)
+  end, function()
+    return cb and cb(nil)
+  end)
+end
+
+--- Asks for a new version of `old` (`what`: "message", "queued message"): one line through vim.ui.input, several in
+--- a scratch buffer (`:w` takes it, `:q!` drops it). Calls done(text) with a changed, non-blank text, else
+--- none() when given.
+function Chat:edit_text(old, what, done, none)
+  none = none or function() end
   if not old:find('\n') then
-    return vim.ui.input({ prompt = 'Edit message: ', default = old }, function(text)
+    return vim.ui.input({ prompt = 'Edit ' .. what .. ': ', default = old }, function(text)
       if not text or not text:match('%S') or text == old then
-        return cb and cb(nil)
+        return none()
       end
-      self:edit(user, text, cb)
+      done(text)
     end)
   end
   local buf = api.nvim_create_buf(false, true)
@@ -1347,7 +1744,7 @@ function Chat:edit_interactive(m, cb)
   api.nvim_buf_set_option(buf, 'bufhidden', 'wipe')
   api.nvim_buf_set_option(buf, 'swapfile', false)
   api.nvim_buf_set_option(buf, 'filetype', 'markdown')
-  api.nvim_buf_set_lines(buf, 0, -1, false, user.body)
+  api.nvim_buf_set_lines(buf, 0, -1, false, util.lines(old))
   api.nvim_buf_set_option(buf, 'modified', false)
   api.nvim_create_autocmd('BufWriteCmd', {
     buffer = buf,
@@ -1355,7 +1752,7 @@ function Chat:edit_interactive(m, cb)
       local text = table.concat(api.nvim_buf_get_lines(buf, 0, -1, false), '\n')
       api.nvim_buf_set_option(buf, 'modified', false)
       if text:match('%S') then
-        self:edit(user, text, cb)
+        done(text)
       end
       vim.schedule(function()
         if api.nvim_buf_is_valid(buf) then
@@ -1366,7 +1763,7 @@ function Chat:edit_interactive(m, cb)
   })
   vim.cmd('botright split')
   api.nvim_win_set_buf(0, buf)
-  util.notify('edit the message, then :w to send it again (:q! drops the edit)')
+  util.notify('edit the ' .. what .. ', then :w to send it (:q! drops the edit)')
   return buf
 end
 

@@ -97,7 +97,18 @@ function M.open(chat, m, seg)
     end)
   end
   api.nvim_tabpage_set_var(tab, 'ochat_diff', { path = seg.path, messageId = m.id })
-  api.nvim_set_current_win(lw)
+  -- The key hints live in each side's status line (winbar needs 0.8); the cursor starts on the editable side.
+  local function esc(t)
+    return (t:gsub('%%', '%%%%'))
+  end
+  api.nvim_win_set_option(lw, 'statusline', esc(' before · ' .. rel .. ' · read-only'))
+  local rw = api.nvim_get_current_win()
+  api.nvim_win_set_option(
+    rw,
+    'statusline',
+    esc(string.format(' after · %s · edit it, then %s apply · %s revert · %s close', rel, k.apply or ':OChatDiff', k.revert or '-', k.close or ':tabclose'))
+  )
+  api.nvim_set_current_win(rw)
   return tab
 end
 

@@ -120,19 +120,29 @@ end
 
 --- Opens an entry in the chat window (read-only transcript; the next prompt continues it). `cb(err)`.
 function M.open_entry(chat, e, cb)
+  -- An opened conversation starts at its last turn (your last prompt), as CodeCompanion does, not at its last line.
+  local function done(err)
+    if not err then
+      chat:scroll_to_last_turn()
+    end
+    if cb then
+      cb(err)
+    end
+  end
   if e.kind == 'conversation' then
-    chat:subscribe(e.id, cb)
     chat:open({ focus = 'chat' })
+    chat:subscribe(e.id, done)
     return
   end
   if e.live and not e.conversationId then
-    chat:follow_native(M.session_ref(e), e, cb)
     chat:open({ focus = 'chat' })
+    chat:follow_native(M.session_ref(e), e, done)
     return
   end
-  chat:open_native(M.session_ref(e), cb)
   chat:open({ focus = 'chat' })
+  chat:open_native(M.session_ref(e), done)
 end
+
 
 --- :OChatHistory
 function M.pick(chat, cb)

@@ -27,16 +27,16 @@ M.defaults = {
     border = 'rounded',
     split = 'vertical', -- split layout: 'vertical' | 'horizontal'
     split_size = 80, -- split layout: columns (vertical) or lines (horizontal)
-    prompt_height = 3,
-    prompt = '> ',
+    prompt_height = 4, -- lines of the input window
+    start_in_insert = false, -- :OChat leaves you in Insert mode in the input (else Normal mode)
     render_interval_ms = 16, -- minimum time between two redraws while streaming
     max_input_chars = 2000, -- expanded activity: tool input shown up to this many bytes
     max_output_lines = 40, -- expanded activity: tool output/reasoning shown up to this many lines
   },
   permission = {
-    -- Also open vim.ui.select for every request: true, false, or 'auto' (only when a UI plugin replaced Neovim's
-    -- own, blocking, vim.ui.select). The float's number keys always work, and `s` in it opens vim.ui.select.
-    use_select = 'auto',
+    -- Also open vim.ui.select for every request (it takes the focus): true or false. Without it a request shows in
+    -- the chat and in a float that never takes the focus; answer with gy/gn/gp or :OChatAllow/:OChatDeny/:OChatPermission.
+    use_select = false,
   },
   diff = {
     write = true, -- write buffers after applying or reverting a file change
@@ -51,8 +51,16 @@ M.defaults = {
     close = 'q',
     focus_prompt = 'i', -- in the chat: go to the prompt (`a` too)
     focus_chat = '<C-k>', -- in the prompt (Insert and Normal mode): go to the chat buffer
-    edit = 'ge', -- edit the message under the cursor (or the last of yours) and run it again
+    edit = 'ge', -- edit the message under the cursor (or the last of yours) and run it again; a queued one: edit it
     retry = 'gR', -- regenerate the answer under the cursor (or the last one)
+    send = '<CR>', -- in the input, Normal mode: send (while a turn runs: queue)
+    send_insert = '<C-s>', -- in the input, Insert and Normal mode: send
+    help = '?', -- list the keys
+    queue_remove = 'gx', -- on a queued message in the transcript: remove it
+    queue_send_now = 'gs', -- on a queued message: send it now (cancels the running turn)
+    permission_allow = 'gy', -- chat and input, Normal mode: allow once what the agent asks
+    permission_deny = 'gn', -- reject it
+    permission_pick = 'gp', -- pick any of the agent's options
   },
   debug = false,
 }
@@ -96,7 +104,7 @@ function M.open(prompt, range)
   if range and range.count and range.count > 0 then
     context = require('ochat.chat').context_block(range.buf or 0, range.line1, range.line2)
   end
-  c:open({ insert = not (prompt and prompt ~= '') })
+  c:open()
   if prompt and prompt ~= '' then
     c:send(prompt, { context = context })
   elseif context then
@@ -134,6 +142,22 @@ end
 
 function M.agent(name)
   require('ochat.agents').pick(chat(), name)
+end
+
+--- Statusline component: "ochat: test asks permission" while an agent waits for an answer, else ''.
+function M.status()
+  return require('ochat.permission').status()
+end
+
+--- :OChatAllow / :OChatDeny / :OChatPermission: answers the oldest pending permission request of this workspace
+--- (allow once, reject once) or shows it ('show' enters its float; 'pick' lists every option).
+function M.permission(what)
+  require('ochat.permission').answer(chat(), what)
+end
+
+--- :OChatQueue: the queued messages of the conversation: edit, remove or send one now.
+function M.queue()
+  chat():pick_queue()
 end
 
 function M.history()

@@ -31,8 +31,11 @@ end
 M.append_text = append_text
 
 --- Creates the client model of a message from its canonical JSON shape (fields as in transcript.Message).
-function M.new_message(msg)
+--- `root`: the workspace root, for workspace-relative paths in tool and file lines.
+function M.new_message(msg, root)
   local m = {
+    root = root,
+    line_items = {}, -- body line index -> the tool or fileChange segment shown on it
     id = msg.id,
     role = msg.role,
     agent = util.nn(msg.agent),
@@ -57,7 +60,9 @@ function M.new_message(msg)
   return m
 end
 
--- Text segments keep their text in `chunks`; the displayed body is the content segments joined by a blank line.
+-- Text segments keep their text in `chunks`. The body shows the turn in the order it happened: content text, and
+-- one line per tool call and per file change where it came; `m.tail` says what the body ends with ('text' or
+-- 'line'), so text after a tool starts a new paragraph and text before it is not glued to it.
 local function add_text(m, typ, text)
   local last = m.segments[#m.segments]
   local first
@@ -65,15 +70,114 @@ local function add_text(m, typ, text)
     last = { type = typ, chunks = {} }
     table.insert(m.segments, last)
     if typ == 'content' and #m.body > 0 then
-      first = append_text(m.body, '\n\n')
+      if m.tail == 'line' then
+        table.insert(m.body, '')
+        table.insert(m.body, '')
+        first = #m.body - 1
+      else
+        first = append_text(m.body, '\n\n')
+      end
     end
   end
   table.insert(last.chunks, text)
   if typ == 'content' then
     local f = append_text(m.body, text)
+    m.tail = 'text'
     first = first and math.min(first, f) or f
     return first
   end
+end
+
+local tool_mark = { pending = '○', running = '◐', completed = '●', error = '✗' }
+
+-- Keys of a tool's input that are an agent's bookkeeping, not something a person reads (Codex: call_id, turn_id,
+-- started_at_ms, parsed_cmd).
+local internal_keys = { call_id = true, turn_id = true, started_at_ms = true, parsed_cmd = true, process_id = true, callId = true, turnId = true }
+M.internal_keys = internal_keys
+
+local path_keys = { path = true, file_path = true, filePath = true, abs_path = true, cwd = true, notebook_path = true }
+
+-- A command as a person types it: a string, or an argv list joined by spaces (`bash -lc SCRIPT` shows SCRIPT).
+local function command_text(c)
+  if type(c) == 'string' then
+    return c
+  end
+  if type(c) == 'table' and util.islist(c) then
+    if #c == 3 and type(c[1]) == 'string' and c[1]:match('sh$') and (c[2] == '-lc' or c[2] == '-c') then
+      return tostring(c[3])
+    end
+    return table.concat(vim.tbl_map(tostring, c), ' ')
+  end
+end
+M.command_text = command_text
+
+--- The readable one-line detail of a tool's input: its command, else its path relative to the workspace, else nil.
+function M.tool_detail(input, root)
+  if type(input) ~= 'table' then
+    return nil
+  end
+  local c = command_text(util.nn(input.command) or util.nn(input.cmd))
+  if c then
+    return '$ ' .. c:gsub('\n', ' ↵ ')
+  end
+  for k in pairs(path_keys) do
+    local v = util.nn(input[k])
+    if type(v) == 'string' and k ~= 'cwd' then
+      return util.relpath(v, root)
+    end
+  end
+end
+
+--- The body line of a tool call ("● Run tests · $ go test ./...") or a file change ("± a.txt +2 -0").
+function M.segment_line(s, root)
+  if s.type == 'fileChange' then
+    local status = s.status == 'rejected' and ' not applied' or (s.status and (' ' .. s.status) or '')
+    return string.format('± %s +%d -%d%s', util.relpath(s.path or '?', root), count(s.additions), count(s.deletions), status)
+  end
+  local name = util.oneline(s.name or s.id or 'tool', 200)
+  local line = (tool_mark[s.status] or '○') .. ' ' .. name
+  local detail = M.tool_detail(s.input, root)
+  if detail and not name:find(detail, 1, true) and not (detail:sub(1, 2) == '$ ' and name:find(detail:sub(3), 1, true)) then
+    line = line .. ' · ' .. util.oneline(detail, 200)
+  end
+  if s.status == 'error' and type(s.error) == 'string' and s.error ~= '' then
+    line = line .. ': ' .. util.oneline(vim.trim(s.error):match('[^\n]*'), 120)
+  end
+  return line
+end
+
+-- Adds the body line of a new tool or file segment; returns the first body line that changed.
+local function add_line(m, seg)
+  local body = m.body
+  if m.tail == 'text' then
+    while #body > 0 and body[#body]:match('^%s*$') do
+      body[#body] = nil
+      m.line_items[#body + 1] = nil
+    end
+  end
+  local first = #body + 1
+  if m.tail == 'text' and #body > 0 then
+    table.insert(body, '')
+  end
+  table.insert(body, M.segment_line(seg, m.root))
+  seg._line = #body
+  m.line_items[#body] = seg
+  m.tail = 'line'
+  return first
+end
+
+--- Rewrites the tool and file lines of the body whose segment changed outside an event (a file change applied or
+--- reverted). Returns the first body line that changed, or nil.
+function M.refresh_lines(m)
+  local from
+  for i, seg in pairs(m.line_items or {}) do
+    local l = M.segment_line(seg, m.root)
+    if m.body[i] ~= l then
+      m.body[i] = l
+      from = from and math.min(from, i) or i
+    end
+  end
+  return from
 end
 
 --- Applies one stored segment (used for snapshots). Returns nothing.
@@ -90,6 +194,7 @@ function M.apply_segment(m, seg)
 end
 
 --- Upserts a tool segment (by id) or fileChange segment (by path); a present field overwrites, a missing one keeps.
+--- Returns the segment and the first body line that changed (nil: none).
 function M.upsert(m, seg)
   local key = seg.type == 'tool' and 'id' or 'path'
   for _, s in ipairs(m.segments) do
@@ -97,11 +202,18 @@ function M.upsert(m, seg)
       for k, v in pairs(seg) do
         s[k] = v
       end
+      if s._line then
+        local l = M.segment_line(s, m.root)
+        if m.body[s._line] ~= l then
+          m.body[s._line] = l
+          return s, s._line
+        end
+      end
       return s
     end
   end
   table.insert(m.segments, seg)
-  return seg
+  return seg, add_line(m, seg)
 end
 
 function M.set_plan(m, entries)
@@ -132,34 +244,41 @@ function M.apply_event(m, ev)
     add_text(m, 'reasoning', util.nn(ev.delta) or '')
     return { activity = (not had) or m.expanded }
   elseif t == 'activity.upsert' then
+    local from
     if type(ev.segment) == 'table' then
-      M.upsert(m, util.strip_nil(ev.segment))
+      from = select(2, M.upsert(m, util.strip_nil(ev.segment)))
     end
-    return { activity = true }
+    return { activity = true, body_from = from }
   elseif t == 'plan.updated' then
     M.set_plan(m, util.strip_nil(ev.entries) or {})
     return { activity = true }
   elseif t == 'turn.completed' then
     m.stopReason = util.nn(ev.stopReason)
     m.status = m.stopReason == 'cancelled' and 'cancelled' or 'completed'
-    M.close_tools(m)
-    return { header = true, activity = true }
+    return { header = true, activity = true, body_from = M.close_tools(m) }
   elseif t == 'turn.failed' then
     m.status = 'failed'
     m.error = util.nn(ev.message)
-    M.close_tools(m)
-    return { header = true, activity = true, body_from = #m.body + 1 }
+    local from = M.close_tools(m)
+    return { header = true, activity = true, body_from = math.min(from or #m.body + 1, #m.body + 1) }
   end
   return {}
 end
 
 -- At the end of a turn a tool still open is shown as finished with the turn (the daemon closes it in the store too).
+-- Returns the first body line that changed, or nil.
 function M.close_tools(m)
+  local from
   for _, s in ipairs(m.segments) do
     if s.type == 'tool' and (s.status == 'pending' or s.status == 'running') then
       s.status = m.status == 'failed' and 'error' or 'completed'
+      if s._line then
+        m.body[s._line] = M.segment_line(s, m.root)
+        from = from or s._line
+      end
     end
   end
+  return from
 end
 
 function M.has(m, typ)
@@ -222,7 +341,6 @@ function M.header(m)
   return h .. ' · ' .. table.concat(extra, ' · ')
 end
 
-local tool_mark = { pending = '○', running = '◐', completed = '●', error = '✗' }
 local plan_mark = { pending = '[ ]', in_progress = '[~]', completed = '[x]' }
 
 --- The compact summary of a turn's activity ("thought · 3 tools (1 running) · 2 files +10 -3 · plan 1/3"), or nil.
@@ -342,7 +460,7 @@ function M.activity(m, opts, root)
       local name = s.name or s.id or 'tool'
       push_block(lines, items, '  ' .. (tool_mark[s.status] or '○') .. ' ', name .. (s.providerKind and (' (' .. s.providerKind .. ')') or ''), item)
       if s.input ~= nil then
-        push_block(lines, items, '    input: ', util.oneline(s.input, maxc), item)
+        push_block(lines, items, '    input: ', M.readable(s.input, root, maxc), item)
       end
       if s.output and s.output ~= '' then
         push_block(lines, items, '    output: ', s.output, item, maxl)
@@ -372,6 +490,34 @@ function M.activity(m, opts, root)
     end
   end
   return lines, items
+end
+
+--- A tool input as a person reads it, on one line: the command, a workspace-relative path, `key: value` pairs for
+--- the rest (strings as they are, without JSON escapes), the agent's bookkeeping fields left out.
+function M.readable(input, root, max)
+  input = util.strip_nil(input)
+  if type(input) ~= 'table' then
+    return util.oneline(input, max)
+  end
+  local parts = {}
+  local detail = M.tool_detail(input, root)
+  if detail then
+    table.insert(parts, detail)
+  end
+  local keys = vim.tbl_keys(input)
+  table.sort(keys, function(a, b)
+    return tostring(a) < tostring(b)
+  end)
+  for _, k in ipairs(keys) do
+    local v = input[k]
+    if not internal_keys[k] and not (detail and (k == 'command' or k == 'cmd' or (path_keys[k] and detail == util.relpath(tostring(v), root)))) then
+      if path_keys[k] and type(v) == 'string' then
+        v = util.relpath(v, root)
+      end
+      table.insert(parts, tostring(k) .. ': ' .. util.plain(v))
+    end
+  end
+  return util.oneline(table.concat(parts, ' · '), max)
 end
 
 return M

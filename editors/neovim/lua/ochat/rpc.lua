@@ -142,7 +142,7 @@ function Conn:start()
     vim.schedule(function()
       if gen == self.gen then
         util.notify(msg, vim.log.levels.ERROR)
-        self:give_up({ code = -32099, message = msg })
+        self:give_up({ code = -32099, message = msg, reported = true }) -- said once, here
       end
     end)
     return

@@ -55,6 +55,9 @@ end
 --- Formats a JSON-RPC error object or string for the user.
 function M.err_text(err)
   if type(err) == 'table' then
+    if M.nn(err.code) == -32099 then
+      return tostring(M.nn(err.message) or 'ochatd connection closed') -- the plugin's own "no daemon": no code to show
+    end
     return string.format('%s (%s)', tostring(M.nn(err.message) or 'error'), tostring(M.nn(err.code) or '?'))
   end
   return tostring(err)
@@ -88,14 +91,25 @@ function M.read_file(path)
   return s
 end
 
+--- A value as text for a person: a string as it is, a table as JSON without escaped slashes (vim.json writes `\/`).
+function M.plain(v)
+  if type(v) == 'string' then
+    return v
+  end
+  local ok, enc = pcall(vim.json.encode, v)
+  if not ok then
+    return vim.inspect(v)
+  end
+  return (enc:gsub('\\/', '/'))
+end
+
 --- Compact one-line rendering of a JSON value for display (max `max` bytes).
 function M.oneline(v, max)
   local s
   if type(v) == 'string' then
     s = v
   else
-    local ok, enc = pcall(vim.json.encode, v)
-    s = ok and enc or vim.inspect(v)
+    s = M.plain(v)
   end
   s = s:gsub('\n', '\\n')
   if max and #s > max then
