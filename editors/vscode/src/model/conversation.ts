@@ -8,7 +8,7 @@
 import { applyEvent } from './reduce';
 import { isRejected } from './protocol';
 import type {
-  AgentStateParams, Conversation, EventParams, Message, PermissionParams, PermissionResolvedParams, Segment, SubscribeResult,
+  AgentStateParams, Conversation, EventParams, Message, PermissionParams, PermissionResolvedParams, QueueItem, Segment, SubscribeResult,
 } from './protocol';
 
 /** The turn in flight as the UI needs it. startedAt is Unix ms. */
@@ -27,6 +27,8 @@ export interface ChatSnapshot {
   permissions: PermissionParams[];
   agentState: Record<string, AgentStateParams>;
   readOnly: boolean;
+  /** Messages queued behind the running turn (ochat/queue), oldest first. */
+  queue?: QueueItem[];
 }
 
 /** A file change of a turn with where it came from. */
@@ -46,6 +48,8 @@ export class ConversationModel {
   /** Highest event seq applied per turn id: replays and duplicates are dropped. */
   private readonly lastSeq = new Map<string, number>();
   readOnly = false;
+  /** Messages queued behind the running turn, oldest first (ochat/queue). */
+  queue: QueueItem[] = [];
 
   /** fromSubscribe builds the model from an ochat/subscribe answer; now is Unix ms. */
   static fromSubscribe(res: SubscribeResult, now: number): ConversationModel {
@@ -71,6 +75,7 @@ export class ConversationModel {
     }
     for (const p of res.permissions ?? []) m.permissions.set(p.permissionId, p);
     for (const st of res.agentStates ?? []) m.setAgentState(st);
+    m.queue = [...(res.queue ?? [])];
     return m;
   }
 
@@ -215,6 +220,7 @@ export class ConversationModel {
       permissions: [...this.permissions.values()],
       agentState: this.agentState,
       readOnly: this.readOnly,
+      queue: this.queue,
     };
   }
 }
