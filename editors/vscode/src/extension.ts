@@ -208,7 +208,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
   reg('ochat.cancel', () => controller.cancel());
   reg('ochat.reviewTurn', async (messageId?: string) =>
     reviewTurn(docs, controller.model, typeof messageId === 'string' ? messageId : undefined,
-      (mid, seg) => changeFile(client, controller.model.conversation?.id, mid, seg, 'revert')));
+      (mid, seg) => changeFile(client, controller.model.conversation?.id, mid, seg, 'revert').finally(() => controller.postInit())));
   reg('ochat.reconnect', () => client.restart());
   reg('ochat.showLog', async () => out.show());
   reg('ochat.history.refresh', () => history.refresh());

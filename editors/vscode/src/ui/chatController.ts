@@ -14,7 +14,7 @@ import {
   type SendResult, type SubscribeResult, type Attachment, type Conversation, type SetConfigResult, type FollowResult,
   type SessionAppendedParams, type ResyncParams, type QueueParams,
 } from '../model/protocol';
-import { readableError } from '../model/readable';
+import { readableError, relInText, relPath } from '../model/readable';
 import type { HostMessage, WebviewMessage, ConnectionInfo, FollowInfo, ViewEnv } from './messages';
 
 /** The part of DaemonClient the controller uses (a fake in unit tests). */
@@ -530,14 +530,14 @@ export class ChatController implements vscode.Disposable {
   notifyPermission(p: PermissionParams): void {
     if (this.sink?.visible() || this.notified.has(p.permissionId)) return;
     this.notified.add(p.permissionId);
-    const files = (p.fileChanges ?? []).map((f) => f.path).filter(Boolean);
+    const root = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
+    const files = (p.fileChanges ?? []).map((f) => relPath(f.path ?? '', root)).filter(Boolean);
     const detail = files.length ? ` (${files.length} file${files.length > 1 ? 's' : ''}: ${files.join(', ')})` : '';
     // Allow once first (the default a person expects), "Always" choices after it.
     const order: Record<string, number> = { allow_once: 0, allow_always: 1, reject_once: 2, reject_always: 3 };
     const options = [...p.options].sort((a, b) => (order[a.kind] ?? 9) - (order[b.kind] ?? 9));
     const buttons = [...options.map((o) => o.name), 'Show in Chat'];
-    const root = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
-    const title = (p.toolCall?.name ?? 'tool call').split((root ?? '\0') + '/').join('');
+    const title = relInText(p.toolCall?.name ?? 'tool call', root);
     void vscode.window.showWarningMessage(`ochat: ${p.agent} waits for permission: ${title}${detail}`, ...buttons).then(async (choice) => {
       if (!choice) return;
       if (choice === 'Show in Chat') {
@@ -567,7 +567,9 @@ export class ChatController implements vscode.Disposable {
             if (msg.id !== undefined) this.post({ type: 'sendResult', id: msg.id, ok: true, queued: !!res.queued });
           } catch (err) {
             // The composer keeps the text: nothing was sent.
-            if (msg.id !== undefined) this.post({ type: 'sendResult', id: msg.id, ok: false, error: readableError((err as Error).message ?? String(err)) });
+            const text = readableError((err as Error).message ?? String(err));
+            if (msg.id !== undefined) this.post({ type: 'sendResult', id: msg.id, ok: false, error: text });
+            else this.post({ type: 'error', message: text });
             void vscode.window.showErrorMessage(`ochat: message not sent: ${readableError((err as Error).message ?? String(err))}`);
           }
           return;
