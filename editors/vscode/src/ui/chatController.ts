@@ -158,7 +158,8 @@ export class ChatController implements vscode.Disposable {
     if (lastAgent && this.agents.some((a) => a.name === lastAgent)) this.selectedAgent = lastAgent;
     this.hooks.setConversationId?.(conversationId);
     this.postInit();
-    for (const [id, p] of this.pending) if (p.conversationId === conversationId && !this.model.permissions.has(id)) this.pending.delete(id);
+    // Only a subscribed conversation's requests are kept: of any other, this window would not hear the answer.
+    for (const [id, p] of this.pending) if (p.conversationId !== conversationId || !this.model.permissions.has(id)) this.pending.delete(id);
     for (const p of this.model.permissions.values()) {
       this.pending.set(p.permissionId, p);
       this.notifyPermission(p);
@@ -193,6 +194,10 @@ export class ChatController implements vscode.Disposable {
     const prev = this.model.conversation?.id;
     if (prev) this.rpc.request(Methods.unsubscribe, { conversationId: prev }).catch(() => undefined);
     this.model = new ConversationModel();
+    if (this.pending.size) {
+      this.pending.clear();
+      this.pendingChanged();
+    }
     this.seedAgentState();
     this.hooks.setConversationId?.(undefined);
     this.postInit();
@@ -566,11 +571,12 @@ export class ChatController implements vscode.Disposable {
             const res = await this.send(msg.text, msg.agent ?? this.selectedAgent, msg.attachments);
             if (msg.id !== undefined) this.post({ type: 'sendResult', id: msg.id, ok: true, queued: !!res.queued });
           } catch (err) {
-            // The composer keeps the text: nothing was sent.
             const text = readableError((err as Error).message ?? String(err));
+            // The composer keeps the text: nothing was sent.
             if (msg.id !== undefined) this.post({ type: 'sendResult', id: msg.id, ok: false, error: text });
             else this.post({ type: 'error', message: text });
-            void vscode.window.showErrorMessage(`ochat: message not sent: ${readableError((err as Error).message ?? String(err))}`);
+            // The panel says so next to the kept text; a toast only when the panel is not in sight.
+            if (!this.sink?.visible()) void vscode.window.showErrorMessage(`ochat: message not sent: ${text}`);
           }
           return;
         }

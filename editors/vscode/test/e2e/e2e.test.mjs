@@ -540,15 +540,17 @@ e2e('config pickers: a model picked before the first prompt is the session\'s fr
 });
 
 e2e('a prompt sent from another client (the CLI) in the open conversation appears live with its answer', async () => {
-  await runCommand('ochat: Open Chat');
+  await runCommand('ochat: New Conversation');
   const f = await chatFrame();
+  await f.locator('textarea.input').fill('PLAIN start of the live test');
+  await f.locator('textarea.input').press('Enter');
+  await waitFor(async () => /start of the live test/.test(await f.locator('.msg.assistant').last().innerText()), 'the first answer');
+  await waitFor(async () => (await f.locator('.msg.assistant.streaming').count()) === 0, 'turn end');
   const { c, close } = await secondClient();
   try {
     const { conversations } = await c.sendRequest('ochat/conversations/list', {});
-    const open = await f.evaluate(() => JSON.parse(JSON.stringify(window.__state ?? {})).conversationId).catch(() => undefined);
-    const conv = conversations.find((x) => x.id === open) ?? conversations.find((x) => x.title.startsWith('PLAIN hello from code-server'));
-    // The panel shows that conversation (the webview keeps its id in getState).
-    await waitFor(async () => (await f.locator('.msg.user').count()) > 0, 'the conversation in the panel');
+    const conv = conversations.find((x) => x.title === 'PLAIN start of the live test');
+    assert.ok(conv, 'the conversation the panel shows');
     const before = await f.locator('.msg.user').count();
     const t0 = Date.now();
     await c.sendRequest('ochat/chat/send', { conversationId: conv.id, agent: 'test', text: 'PLAIN typed in another window' });

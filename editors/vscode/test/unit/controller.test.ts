@@ -143,6 +143,9 @@ test('errors of a webview action are posted back, not thrown', async () => {
   rpc.handlers.set('ochat/chat/send', () => { throw Object.assign(new Error('a turn is already running'), { code: -32003 }); });
   await c.handle({ type: 'send', text: 'x' });
   assert.deepEqual(sink.posted.at(-1), { type: 'error', message: 'a turn is already running' });
+  assert.equal(recorded.messages.length, 0, 'the visible panel shows it: no toast over it');
+  sink.shown = false;
+  await c.handle({ type: 'send', text: 'x' });
   assert.equal(recorded.messages.at(-1)?.level, 'error');
 });
 
