@@ -325,13 +325,19 @@ e2e('a permission of a turn started by another client reaches a hidden panel as 
     await waitFor(async () => asked.length === 1, 'the request at the CLI');
     await c.sendRequest('ochat/permission/respond', { permissionId: asked[0].permissionId, optionId: 'reject' });
     await item.waitFor({ state: 'hidden', timeout: 15000 });
+    // VS Code cannot close that request's toast from code: the user dismisses it (a late click would do nothing).
+    const stale = page.locator('.notifications-toasts .notification-toast', { hasText: 'refused.txt' }).first();
+    if (await stale.count()) {
+      await stale.hover();
+      await stale.locator('.codicon-notifications-clear, .codicon-close').first().click().catch(() => undefined);
+    }
     await waitFor(async () => {
       const { messages } = await c.sendRequest('ochat/conversations/get', { conversationId: conv.id });
       return messages.at(-1).status === 'completed';
     }, 'the refused turn ends');
     // A hidden chat: the request shows as a notification (allow once first) and stays as a status bar item.
     await c.sendRequest('ochat/chat/send', { conversationId: conv.id, agent: 'test', text: 'WRITE other.txt from the CLI' });
-    const toast = page.locator('.notifications-toasts .notification-toast', { hasText: 'waits for permission' }).first();
+    const toast = page.locator('.notifications-toasts .notification-toast', { hasText: 'waits for permission: Write other.txt' }).first();
     await toast.waitFor({ timeout: 30000 });
     assert.match(await toast.innerText(), /test waits for permission: Write other\.txt/);
     assert.deepEqual((await toast.locator('.monaco-button').allInnerTexts()).map((x) => x.trim()).slice(0, 3), ['Allow', 'Always allow', 'Reject']);
@@ -468,6 +474,8 @@ e2e('a terminal-started session appears in the history view', async (t) => {
   const title = s.title || s.summary || s.firstPrompt || s.sessionId;
   const row = page.locator('.monaco-list-row', { hasText: title.slice(0, 30) }).first();
   await row.waitFor({ timeout: 30000 });
+  // A session still being written in a terminal spins, like a running conversation.
+  if (s.live) assert.equal(await row.locator('.codicon-loading').count(), 1, 'the live session spins');
   await page.screenshot({ path: join(artifacts, 'e2e-terminal-session.png') });
   // Opening it shows its transcript in the panel, followed live (ochat/sessions/follow).
   await row.click();
