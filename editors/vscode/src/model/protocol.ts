@@ -198,6 +198,8 @@ export interface QueueItem {
 export interface QueueParams {
   conversationId: string;
   items: QueueItem[];
+  /** Set when the change is the daemon sending a queued message: the turn it became (before its first ochat/event). */
+  sent?: { id: string; userMessageId: string; assistantMessageId: string; turnId: string };
 }
 
 /** ochat/chat/send result. */

@@ -495,7 +495,17 @@ export class ChatController implements vscode.Disposable {
 
   private onQueue(p: QueueParams): void {
     if (p.conversationId !== this.model.conversation?.id) return;
+    const was = this.model.queue.find((q) => q.id === p.sent?.id);
     this.model.queue = [...(p.items ?? [])];
+    const sent = p.sent;
+    if (sent && was && !this.model.message(sent.assistantMessageId)) {
+      // The daemon sent a queued message: it becomes the prompt of the next turn, shown before its first event.
+      const now = this.now();
+      this.model.startTurn({ id: sent.userMessageId, role: 'user', content: was.text, timestamp: now }, { id: sent.assistantMessageId, turnId: sent.turnId, agent: was.agent ?? '' }, now);
+      this.postInit();
+      this.hooks.historyChanged?.();
+      return;
+    }
     this.post({ type: 'queue', items: this.model.queue });
   }
 

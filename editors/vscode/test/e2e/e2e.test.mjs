@@ -590,8 +590,26 @@ e2e('Enter while a turn runs queues the message (or, with a daemon without the q
   if (queued) {
     assert.match(await f.locator('.queued').first().innerText(), /PLAIN after the slow one/);
     assert.equal(await input.inputValue(), '', 'a queued message leaves the composer');
-    await waitFor(async () => /after the slow one/.test(await f.locator('.msg.assistant').last().innerText()), 'the queued message sent after the turn', 60000);
+    // A second one, removed again.
+    await input.fill('PLAIN removed from the queue');
+    await input.press('Enter');
+    await waitFor(async () => (await f.locator('.queued').count()) === 2, 'two queued');
+    await f.locator('.queued', { hasText: 'removed from the queue' }).locator('.q-remove').click();
+    await waitFor(async () => (await f.locator('.queued').count()) === 1, 'one removed');
+    // Edit the first: Enter saves it in the daemon's queue.
+    await f.locator('.queued .q-edit').click();
+    const box = f.locator('.queued textarea');
+    await box.fill('PLAIN edited in the queue');
+    await box.press('Enter');
+    await waitFor(async () => /edited in the queue/.test(await f.locator('.queued').innerText().catch(() => '')), 'the edited queued message');
+    await page.screenshot({ path: join(artifacts, 'e2e-queue.png') });
+    // Send now: the slow turn is cancelled and the queued message runs next.
+    await f.locator('.queued .q-send-now').click();
+    await waitFor(async () => /edited in the queue/.test(await f.locator('.msg.assistant').last().innerText()), 'the queued message sent now', 60000);
     assert.equal(await f.locator('.queued').count(), 0);
+    assert.equal(await f.locator('.msg.user', { hasText: 'PLAIN edited in the queue' }).count(), 1, 'its prompt shows once');
+    assert.equal(await f.locator('.msg.user', { hasText: 'removed from the queue' }).count(), 0);
+    await waitFor(async () => (await f.locator('.msg.assistant.streaming').count()) === 0, 'turn end');
   } else {
     // A daemon that refuses a send during a turn: nothing is lost and the message reads as a sentence.
     assert.equal(await input.inputValue(), 'PLAIN after the slow one');

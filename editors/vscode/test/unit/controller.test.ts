@@ -376,6 +376,14 @@ test('a send while a turn runs is queued: no turn starts, the queue shows it, qu
   assert.deepEqual(sink.posted.at(-1), { type: 'queue', items: [{ id: 'q1', text: 'next please (edited)' }] });
   rpc.notify('ochat/queue', { conversationId: 'OTHER', items: [] });
   assert.equal(c.model.queue.length, 1, 'another conversation\'s queue is not shown');
+  // The daemon sends it when the turn ends: the prompt shows at once, no re-subscribe.
+  const subs = rpc.methods().filter((m) => m === 'ochat/subscribe').length;
+  rpc.notify('ochat/queue', { conversationId: 'C1', items: [], sent: { id: 'q1', userMessageId: 'U5', assistantMessageId: 'A5', turnId: 'A5' } });
+  assert.deepEqual(c.model.messages.slice(-2).map((m) => [m.id, m.role, m.content ?? '']), [['U5', 'user', 'next please (edited)'], ['A5', 'assistant', '']]);
+  assert.equal((c.model.running as { turnId: string } | undefined)?.turnId, 'A5');
+  rpc.notify('ochat/event', { conversationId: 'C1', turnId: 'A5', messageId: 'A5', agent: 'test', event: { type: 'content.delta', seq: 1, delta: 'ok' } });
+  assert.equal(rpc.methods().filter((m) => m === 'ochat/subscribe').length, subs);
+  assert.equal(c.model.message('A5')!.segments![0].content, 'ok');
   await c.handle({ type: 'queueUpdate', id: 'q1', text: 'x' });
   await c.handle({ type: 'queueRemove', id: 'q1' });
   await c.handle({ type: 'queueSendNow', id: 'q1' });
