@@ -141,7 +141,13 @@ export class ConversationModel {
     if (!msg) msg = this.put({ id: p.messageId, role: 'assistant', agent: p.agent, timestamp: p.event.timestamp ?? now, segments: [] });
     if (!this.applyTurnEvent(p.turnId, msg, p.event)) return undefined;
     if (p.event.type === 'turn.completed' || p.event.type === 'turn.failed') {
-      if (this.running?.turnId === p.turnId) this.running = undefined;
+      if (this.running?.turnId === p.turnId) {
+        // The turn lasted from its start, not from its first event (an agent that took seconds to answer and was
+        // then cancelled is not "cancelled · 217 ms").
+        const d = (p.event.timestamp ?? 0) - this.running.startedAt;
+        if (p.event.timestamp && d > (msg.durationMs ?? 0)) msg.durationMs = d;
+        this.running = undefined;
+      }
       for (const [id, perm] of this.permissions) if (perm.turnId === p.turnId) this.permissions.delete(id);
     } else if (!this.running) {
       this.running = { turnId: p.turnId, messageId: p.messageId, agent: p.agent, startedAt: msg.timestamp || now };
