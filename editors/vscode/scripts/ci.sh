@@ -39,7 +39,7 @@ step bundle node scripts/build.mjs
 step vsix npx vsce package --allow-missing-repository --skip-license -o artifacts/ochat.vsix
 tap unit bash -c "npx tsc -p tsconfig.test.json && OCHATD_BIN='$bin/ochatd' TESTAGENT_BIN='$bin/testagent' node --test --test-reporter=tap out/test/unit/*.test.js"
 node bench/history.mjs 2>&1 | sed 's/^/  figure /'
-tap webview node --test --test-reporter=tap test/webview/render.test.mjs test/webview/actions.test.mjs test/webview/changes.test.mjs
+tap webview node --test --test-reporter=tap test/webview/render.test.mjs test/webview/actions.test.mjs test/webview/changes.test.mjs test/webview/order.test.mjs
 if [[ ${OCHAT_VSCODE_E2E:-0} == 1 ]]; then
   tap e2e env OCHATD_BIN="$bin/ochatd" TESTAGENT_BIN="$bin/testagent" VSIX="$here/artifacts/ochat.vsix" \
     node --test --test-reporter=tap test/e2e/e2e.test.mjs

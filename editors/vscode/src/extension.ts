@@ -45,7 +45,27 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
   context.subscriptions.push(vscode.workspace.registerTextDocumentContentProvider(DIFF_SCHEME, docs));
 
   const history = new HistoryProvider(client);
+  // Set once the views exist (below); the controller reports pending permissions from its first subscribe.
+  let onPending: (pending: import('./model/protocol').PermissionParams[]) => void = () => undefined;
+  let lastEditor: vscode.TextEditor | undefined = vscode.window.activeTextEditor;
+  context.subscriptions.push(vscode.window.onDidChangeActiveTextEditor((e) => { if (e) lastEditor = e; }));
   const controller = new ChatController(client, {
+    env: () => ({ workspaceRoot: folder, tabSize: Number(vscode.workspace.getConfiguration('editor').get('tabSize')) || 4 }),
+    pendingChanged: (p) => onPending(p),
+    insertText: async (text) => {
+      const ed = vscode.window.activeTextEditor ?? (lastEditor && vscode.window.visibleTextEditors.includes(lastEditor) ? lastEditor : vscode.window.visibleTextEditors[0]);
+      if (!ed) {
+        void vscode.window.showWarningMessage('ochat: open a file to insert the code into.');
+        return;
+      }
+      await vscode.window.showTextDocument(ed.document, { viewColumn: ed.viewColumn, preserveFocus: false });
+      await ed.edit((b) => { for (const sel of ed.selections) b.replace(sel, text); });
+    },
+    copyText: async (text) => {
+      await vscode.env.clipboard.writeText(text);
+      vscode.window.setStatusBarMessage('ochat: code copied', 2000);
+    },
+    openHistory: () => void vscode.commands.executeCommand('workbench.view.extension.ochat-history'),
     historyChanged: () => history.refreshSoon(),
     setConversationId: (id) => void context.workspaceState.update(LAST_CONVERSATION, id),
     agentStateStore: {
@@ -68,7 +88,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
         : model.fileChanges(msg.messageId).find((c) => c.segment.path === msg.path)?.segment;
       if (seg) void openDiff(docs, seg, msg.permissionId ? 'proposed' : undefined);
     },
-    reviewTurn: (model, id) => void reviewTurn(docs, model, id, (mid, seg) => changeFile(client, model.conversation?.id, mid, seg, 'revert')),
+    // A revert during the walk shows in the panel at once (the row turns "reverted").
+    reviewTurn: (model, id) => void reviewTurn(docs, model, id, (mid, seg) => changeFile(client, model.conversation?.id, mid, seg, 'revert').finally(() => controller.postInit())),
     applyChange: (model, id, p, action) => {
       const seg = model.fileChanges(id).find((c) => c.segment.path === p)?.segment;
       if (seg) void changeFile(client, model.conversation?.id, id, seg, action).then(() => controller.postInit());
@@ -82,6 +103,26 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
   context.subscriptions.push(vscode.window.registerWebviewViewProvider(ChatViewProvider.viewId, chatView));
   const tree = vscode.window.createTreeView('ochat.history', { treeDataProvider: history, showCollapseAll: true });
   context.subscriptions.push(tree);
+
+  // A permission request stays in sight until answered anywhere: the view's badge and a status bar item (which
+  // shows it again), whether or not the chat is visible; VS Code's notification alone can slide away.
+  const permStatus = vscode.window.createStatusBarItem('ochat.permission', vscode.StatusBarAlignment.Left, 1000);
+  permStatus.name = 'ochat permission request';
+  permStatus.command = 'ochat.showPermission';
+  permStatus.backgroundColor = new vscode.ThemeColor('statusBarItem.warningBackground');
+  context.subscriptions.push(permStatus);
+  onPending = (pending) => {
+    const first = pending[0];
+    const tip = first ? `${first.agent} waits for permission: ${(first.toolCall?.name ?? 'tool call').split(folder + '/').join('')}` : '';
+    chatView.setBadge(pending.length, pending.length > 1 ? `${pending.length} permission requests wait` : tip);
+    if (!first) {
+      permStatus.hide();
+      return;
+    }
+    permStatus.text = `$(shield) ${first.agent} waits${pending.length > 1 ? ` (+${pending.length - 1})` : ''}`;
+    permStatus.tooltip = `${tip} — click to answer in the chat`;
+    permStatus.show();
+  };
 
   const status = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Right, 100);
   status.command = 'ochat.openChat';
@@ -158,6 +199,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
   const reg = (id: string, f: (...a: any[]) => Promise<unknown>) => context.subscriptions.push(vscode.commands.registerCommand(id, guard(f)));
 
   reg('ochat.openChat', async () => chatView.reveal());
+  reg('ochat.focusChat', () => chatView.focusInput());
+  reg('ochat.showPermission', () => controller.showPending());
   reg('ochat.newConversation', async () => {
     controller.newConversation();
     chatView.reveal();
@@ -165,7 +208,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ clie
   reg('ochat.cancel', () => controller.cancel());
   reg('ochat.reviewTurn', async (messageId?: string) =>
     reviewTurn(docs, controller.model, typeof messageId === 'string' ? messageId : undefined,
-      (mid, seg) => changeFile(client, controller.model.conversation?.id, mid, seg, 'revert')));
+      (mid, seg) => changeFile(client, controller.model.conversation?.id, mid, seg, 'revert').finally(() => controller.postInit())));
   reg('ochat.reconnect', () => client.restart());
   reg('ochat.showLog', async () => out.show());
   reg('ochat.history.refresh', () => history.refresh());

@@ -6,8 +6,9 @@
 import { ConversationModel } from '../src/model/conversation';
 import { summarize } from '../src/model/reduce';
 import { lineDiff, parseUnifiedDiff, type DiffLine } from '../src/model/diffText';
-import { isRejected, type AgentInfo, type AgentStateParams, type Attachment, type ConfigOption, type ConfigValue, type EventParams, type Message, type PermissionParams, type Segment } from '../src/model/protocol';
-import type { HostMessage, WebviewMessage, ConnectionInfo, FollowInfo } from '../src/ui/messages';
+import { isRejected, type AgentInfo, type AgentStateParams, type Attachment, type ConfigOption, type ConfigValue, type EventParams, type Message, type PermissionParams, type QueueItem, type Segment } from '../src/model/protocol';
+import type { HostMessage, WebviewMessage, ConnectionInfo, FollowInfo, ViewEnv } from '../src/ui/messages';
+import { inputPath, readableError, relInText, relPath, toolInputText } from '../src/model/readable';
 import { BlockRenderer, renderMarkdown, warmUp } from './markdown';
 import { h, icon, append, formatDuration } from './dom';
 
@@ -38,6 +39,10 @@ let connection: ConnectionInfo = { state: 'starting' };
 /** The terminal session followed live, if the panel shows one. */
 let following: FollowInfo | undefined;
 let attachments: Attachment[] = [];
+let env: ViewEnv = {};
+/** Sends posted and not yet answered (sendResult), by id: the composer keeps the text until the host says it went out. */
+const pendingSends = new Map<number, string>();
+let sendSeq = 0;
 const queue: EventParams[] = [];
 let frameRequested = false;
 
@@ -49,7 +54,16 @@ const header = h('div', { class: 'header' }, title, conn,
   h('button', { class: 'icon-btn', title: 'Review changes of the last turn', onclick: () => post({ type: 'reviewTurn', messageId: model.lastTurnWithChanges() ?? '' }) }, icon('diff')),
   h('button', { class: 'icon-btn', title: 'New conversation', onclick: () => post({ type: 'newConversation' }) }, icon('add')));
 const transcript = h('div', { class: 'transcript', role: 'log', 'aria-live': 'polite' });
-const empty = h('div', { class: 'empty' }, icon('comment-discussion'), h('p', { text: 'Ask any coding agent. Type / for commands, @ to mention a file.' }));
+const emptyHint = h('p', { class: 'empty-hint', text: 'Ask any coding agent. Type / for commands, @ to mention a file.' });
+const empty = h('div', { class: 'empty' }, icon('comment-discussion'), emptyHint,
+  h('div', { class: 'empty-actions' },
+    h('button', { class: 'empty-focus', onclick: () => input.focus() }, icon('edit'), ' Write a message'),
+    h('button', { class: 'empty-history', onclick: () => post({ type: 'openHistory' }) }, icon('history'), ' Open a past conversation')));
+const queueEl = h('div', { class: 'queue hidden', role: 'list', 'aria-label': 'Queued messages' });
+const codeBar = h('div', { class: 'code-bar hidden' },
+  h('span', { class: 'code-lang' }),
+  h('button', { class: 'icon-btn code-copy', title: 'Copy', 'aria-label': 'Copy code' }, icon('copy')),
+  h('button', { class: 'icon-btn code-insert', title: 'Insert at cursor', 'aria-label': 'Insert code at cursor' }, icon('insert')));
 const permissionsEl = h('div', { class: 'permissions' });
 const working = h('div', { class: 'working hidden' }, icon('loading', 'codicon-modifier-spin'), h('span', { class: 'working-text' }));
 const errorEl = h('div', { class: 'error hidden', role: 'alert' });
@@ -71,7 +85,7 @@ const trustBar = h('div', { class: 'trust hidden' }, icon('shield'),
 const readonlyText = h('span', { text: ' Read-only transcript ' });
 const readonlyBar = h('div', { class: 'readonly hidden' }, icon('lock'), readonlyText,
   h('button', { onclick: () => post({ type: 'continue' }) }, icon('debug-continue'), ' Continue this conversation'));
-append(app, header, transcript, permissionsEl, working, errorEl, trustBar, readonlyBar, composer);
+append(app, header, transcript, permissionsEl, working, errorEl, trustBar, readonlyBar, queueEl, composer, codeBar);
 input.value = saved.draft ?? '';
 
 function save(patch: Partial<SavedState>): void {
@@ -80,13 +94,37 @@ function save(patch: Partial<SavedState>): void {
 }
 
 // ---------- messages ----------
+/**
+ * One part of an assistant message, in the order the agent produced it: a
+ * run of text (Markdown), or a group of consecutive activity (reasoning,
+ * tools, plan, file changes) shown as one collapsible block where it happened.
+ */
+interface Part {
+  kind: 'text' | 'group';
+  el: HTMLElement;
+  renderer?: BlockRenderer;
+  key?: string;
+}
 interface MessageView {
   el: HTMLElement;
   head: HTMLElement;
-  activity: HTMLDetailsElement;
-  activityKey: string;
-  reasoning?: HTMLElement;
-  content: BlockRenderer;
+  body: HTMLElement;
+  parts: Part[];
+}
+type Run = { kind: 'text'; text: string } | { kind: 'group'; segs: Segment[] };
+
+/** runsOf splits a message's segments into text runs and activity groups, in order; blank text does not split a group. */
+function runsOf(m: Message): Run[] {
+  const out: Run[] = [];
+  for (const s of m.segments ?? []) {
+    const last = out[out.length - 1];
+    if (s.type === 'content') {
+      if (last?.kind === 'text') last.text += s.content ?? '';
+      else if ((s.content ?? '').trim() !== '') out.push({ kind: 'text', text: s.content ?? '' });
+    } else if (last?.kind === 'group') last.segs.push(s);
+    else out.push({ kind: 'group', segs: [s] });
+  }
+  return out;
 }
 const views = new Map<string, MessageView>();
 /** The open state the renderer last gave each activity summary. */
@@ -122,20 +160,15 @@ function renderMessage(m: Message, deadline = Infinity): void {
       textEl,
       m.attachments?.length ? h('div', { class: 'chips' }, ...m.attachments.map((a) => h('span', { class: 'chip' }, icon(a.kind === 'image' ? 'file-media' : 'file'), ' ' + (a.name ?? a.path ?? a.kind)))) : null);
     transcript.appendChild(el);
-    views.set(m.id, { el, head: el, activity: h('details'), activityKey: '', content: new BlockRenderer(h('div')) });
+    views.set(m.id, { el, head: el, body: el, parts: [] });
     return;
   }
   if (!v) {
     const head = h('div', { class: 'msg-head' });
-    const activity = h('details', { class: 'activity hidden' });
-    activity.addEventListener('toggle', () => {
-      // Only a user's toggle is remembered, not the renderer's own open/close.
-      if (activity.open !== expectedOpen.get(m.id)) save({ collapsed: { ...saved.collapsed, [m.id]: !activity.open } });
-    });
-    const contentEl = h('div', { class: 'content' });
-    const el = h('div', { class: 'msg assistant', 'data-id': m.id }, head, activity, contentEl);
+    const body = h('div', { class: 'msg-body' });
+    const el = h('div', { class: 'msg assistant', 'data-id': m.id }, head, body);
     transcript.appendChild(el);
-    v = { el, head, activity, activityKey: '', content: new BlockRenderer(contentEl) };
+    v = { el, head, body, parts: [] };
     views.set(m.id, v);
   }
   const streaming = m.status === 'streaming';
@@ -143,11 +176,65 @@ function renderMessage(m: Message, deadline = Infinity): void {
   v.head.textContent = '';
   append(v.head, icon('hubot'), h('span', { class: 'agent-name', text: m.agent || 'agent' }), statusBadge(m),
     streaming ? null : msgActions(actionButton('refresh', 'Retry: regenerate this answer', () => post({ type: 'retry', messageId: m.id, agent: selectedAgent }))));
-  const text = (m.segments ?? []).filter((s) => s.type === 'content').map((s) => s.content ?? '').join('');
-  if (v.content.update(text, streaming, deadline)) unfinished.delete(m.id);
-  else unfinished.add(m.id);
-  renderActivity(m, v);
+  renderParts(m, v, streaming, deadline);
   renderTurnError(m, v);
+}
+
+/**
+ * renderParts brings the message's parts in line with its runs: parts only
+ * grow at the end (a segment keeps its place), so the ones before stay as
+ * they are and only the last text run streams.
+ */
+function renderParts(m: Message, v: MessageView, streaming: boolean, deadline: number): void {
+  const runs = runsOf(m);
+  let i = 0;
+  while (i < v.parts.length && i < runs.length && v.parts[i].kind === runs[i].kind) i++;
+  for (const p of v.parts.splice(i)) p.el.remove();
+  let done = true;
+  const filesGroup = lastGroupWithFiles(runs);
+  let gi = 0;
+  runs.forEach((r, j) => {
+    let p = v.parts[j];
+    if (r.kind === 'text') {
+      if (!p) {
+        const el = h('div', { class: 'content' });
+        p = { kind: 'text', el, renderer: new BlockRenderer(el) };
+        v.parts.push(p);
+        v.body.appendChild(el);
+      }
+      if (!p.renderer!.update(r.text, streaming && j === runs.length - 1, deadline)) done = false;
+      return;
+    }
+    if (!p) {
+      const el = h('details', { class: 'activity' });
+      p = { kind: 'group', el, key: '' };
+      v.parts.push(p);
+      v.body.appendChild(el);
+      const key = groupKey(m.id, gi);
+      el.addEventListener('toggle', () => {
+        // Only a user's toggle is remembered, not the renderer's own open/close.
+        const d = el as HTMLDetailsElement;
+        if (d.open !== expectedOpen.get(key)) save({ collapsed: { ...saved.collapsed, [key]: !d.open } });
+      });
+    }
+    renderGroup(m, p, r.segs, gi, j === filesGroup);
+    gi++;
+  });
+  if (done) unfinished.delete(m.id);
+  else unfinished.add(m.id);
+}
+
+/** groupKey names an activity group for the remembered open/closed state (the first keeps the message id). */
+function groupKey(messageId: string, gi: number): string {
+  return gi === 0 ? messageId : `${messageId}#${gi}`;
+}
+
+function lastGroupWithFiles(runs: Run[]): number {
+  for (let j = runs.length - 1; j >= 0; j--) {
+    const r = runs[j];
+    if (r.kind === 'group' && r.segs.some((s) => s.type === 'fileChange')) return j;
+  }
+  return -1;
 }
 
 /**
@@ -167,7 +254,8 @@ function renderTurnError(m: Message, v: MessageView): void {
     v.el.appendChild(el);
   }
   const text = el.querySelector<HTMLElement>('.turn-error-text')!;
-  if (text.textContent !== m.error) text.textContent = m.error;
+  const readable = readableError(m.error);
+  if (text.textContent !== readable) text.textContent = readable;
 }
 
 // ---------- message actions: edit a prompt, retry an answer ----------
@@ -231,21 +319,31 @@ function statusBadge(m: Message): HTMLElement | null {
   return parts.length ? h('span', { class: `badge ${st}` }, parts.join(' · ')) : null;
 }
 
-function renderActivity(m: Message, v: MessageView): void {
-  const segs = (m.segments ?? []).filter((s) => s.type !== 'content');
+/** toolRejected: the tool's write did not happen (its file change is marked rejected: permission refused, or it failed). */
+function toolRejected(m: Message, s: Segment): boolean {
+  return !!s.id && (m.segments ?? []).some((f) => f.type === 'fileChange' && f.toolCallId === s.id && isRejected(f));
+}
+
+function renderGroup(m: Message, part: Part, segs: Segment[], gi: number, withReview: boolean): void {
+  const activity = part.el as HTMLDetailsElement;
   const reasoning = segs.filter((s) => s.type === 'reasoning').map((s) => s.content ?? '').join('');
   const others = segs.filter((s) => s.type !== 'reasoning');
-  const key = JSON.stringify(others) + '|' + reasoning.length;
-  if (key === v.activityKey) return;
-  v.activityKey = key;
-  if (!segs.length) return;
-  v.activity.classList.remove('hidden');
-  const wasOpen = v.activity.open;
+  const rejectedTools = others.filter((s) => s.type === 'tool' && toolRejected(m, s)).map((s) => s.id);
+  const key = JSON.stringify(others) + '|' + reasoning.length + '|' + withReview + '|' + rejectedTools.join(',') + '|' + (env.workspaceRoot ?? '');
+  if (key === part.key) return;
+  part.key = key;
+  const wasOpen = activity.open;
   // Keep the tools and files the user expanded open across the rebuild.
   const openInside = new Set<string>();
-  v.activity.querySelectorAll('details[open]').forEach((d) => openInside.add((d as HTMLElement).dataset.tool ?? (d as HTMLElement).dataset.path ?? ''));
-  v.activity.textContent = '';
-  const sum = summarize(m);
+  activity.querySelectorAll('details[open]').forEach((d) => openInside.add((d as HTMLElement).dataset.tool ?? (d as HTMLElement).dataset.path ?? ''));
+  activity.textContent = '';
+  const sum = summarize({ ...m, segments: segs });
+  // A tool whose change was not applied is counted as such, not as an error.
+  for (const id of rejectedTools) {
+    const st = others.find((s) => s.id === id)?.status || 'pending';
+    if (sum.tools[st] && --sum.tools[st] === 0) delete sum.tools[st];
+    sum.tools['not applied'] = (sum.tools['not applied'] ?? 0) + 1;
+  }
   const bits: Array<Node | string> = [];
   if (sum.reasoning) bits.push(h('span', { class: 'sum' }, icon('lightbulb'), ' thought'));
   if (sum.toolCount) {
@@ -256,20 +354,48 @@ function renderActivity(m: Message, v: MessageView): void {
   if (sum.files) bits.push(h('span', { class: 'sum' }, icon('files'), ` ${sum.files} file${sum.files > 1 ? 's' : ''} `, h('span', { class: 'add', text: `+${sum.additions}` }), ' ', h('span', { class: 'del', text: `−${sum.deletions}` })));
   if (sum.notApplied) bits.push(h('span', { class: 'sum not-applied', title: 'Proposed changes whose write did not happen (tool failed or permission rejected)' }, icon('circle-slash'), ` ${sum.notApplied} not applied`));
   const summary = h('summary', { class: 'activity-summary' }, ...bits);
-  v.activity.appendChild(summary);
-  if (reasoning) v.activity.appendChild(h('div', { class: 'reasoning' }, h('div', { class: 'label' }, icon('lightbulb'), ' Reasoning'), h('div', { class: 'reasoning-text', text: reasoning })));
-  for (const s of others) v.activity.appendChild(renderActivitySegment(m, s));
-  if (sum.files) {
-    v.activity.appendChild(h('div', { class: 'actions' }, h('button', { onclick: () => post({ type: 'reviewTurn', messageId: m.id }) }, icon('diff'), ' Review all changes')));
+  activity.appendChild(summary);
+  // Reasoning and the other activity in the order they happened.
+  let reasoningShown = false;
+  for (const s of segs) {
+    if (s.type === 'reasoning') {
+      if (!reasoningShown) activity.appendChild(h('div', { class: 'reasoning' }, h('div', { class: 'label' }, icon('lightbulb'), ' Reasoning'), h('div', { class: 'reasoning-text', text: reasoning })));
+      reasoningShown = true;
+    } else activity.appendChild(renderActivitySegment(m, s));
   }
-  v.activity.querySelectorAll('details').forEach((d) => {
-    const key = (d as HTMLElement).dataset.tool ?? (d as HTMLElement).dataset.path ?? '';
-    if (key && openInside.has(key)) (d as HTMLDetailsElement).open = true;
+  const allFiles = summarize(m).files;
+  if (withReview && allFiles) {
+    activity.appendChild(h('div', { class: 'actions' }, h('button', { onclick: (e: Event) => { e.preventDefault(); post({ type: 'reviewTurn', messageId: m.id }); } }, icon('diff'), ' Review all changes')));
+  }
+  activity.querySelectorAll('details').forEach((d) => {
+    const k = (d as HTMLElement).dataset.tool ?? (d as HTMLElement).dataset.path ?? '';
+    if (k && openInside.has(k)) (d as HTMLDetailsElement).open = true;
   });
-  const collapsed = saved.collapsed?.[m.id];
+  const gk = groupKey(m.id, gi);
+  const collapsed = saved.collapsed?.[gk];
   const open = collapsed === undefined ? wasOpen || m.status === 'streaming' : !collapsed;
-  expectedOpen.set(m.id, open);
-  v.activity.open = open;
+  expectedOpen.set(gk, open);
+  activity.open = open;
+}
+
+/** fileLink is a workspace-relative path that opens the file (absolute path posted to the host). */
+function fileLink(abs: string, label = relPath(abs, env.workspaceRoot)): HTMLElement {
+  return h('a', { class: 'file-link', href: '#', title: `Open ${label}`, 'data-file': abs, onclick: (e: Event) => { e.preventDefault(); e.stopPropagation(); post({ type: 'openFile', path: abs }); } }, label);
+}
+
+/** toolTitle shows a tool's title with workspace paths relative, the file it names as a link. */
+function toolTitle(s: Segment): HTMLElement {
+  const name = relInText(s.name || s.id || 'tool', env.workspaceRoot);
+  const el = h('span', { class: 'tool-name', title: name });
+  const abs = inputPath(s.input);
+  const rel = abs ? relPath(abs, env.workspaceRoot) : undefined;
+  const at = rel ? name.indexOf(rel) : -1;
+  if (abs && rel && at >= 0) append(el, name.slice(0, at), fileLink(abs, rel), name.slice(at + rel.length));
+  else {
+    el.textContent = name;
+    if (abs) append(el, ' ', fileLink(abs));
+  }
+  return el;
 }
 
 const toolIcons: Record<string, string> = { pending: 'circle-large-outline', running: 'loading', completed: 'pass', error: 'error' };
@@ -278,14 +404,18 @@ const planIcons: Record<string, string> = { pending: 'circle-large-outline', in_
 function renderActivitySegment(m: Message, s: Segment): HTMLElement {
   switch (s.type) {
     case 'tool': {
-      const st = s.status || 'pending';
+      const rejected = toolRejected(m, s);
+      const st = rejected ? 'not-applied' : s.status || 'pending';
       const body = h('div', { class: 'tool-body' });
-      if (s.input !== undefined && s.input !== null) body.appendChild(h('div', { class: 'io' }, h('div', { class: 'label', text: 'Input' }), h('pre', { text: typeof s.input === 'string' ? s.input : JSON.stringify(s.input, null, 2) })));
+      const inputText = toolInputText(s.input, env.workspaceRoot);
+      if (inputText) body.appendChild(h('div', { class: 'io' }, h('div', { class: 'label', text: 'Input' }), h('pre', { text: inputText })));
       if (s.output) body.appendChild(h('div', { class: 'io' }, h('div', { class: 'label', text: 'Output' }), h('pre', { text: s.output.length > 20000 ? s.output.slice(0, 20000) + '\n…' : s.output })));
-      if (s.error) body.appendChild(h('div', { class: 'io err' }, h('div', { class: 'label', text: 'Error' }), h('pre', { text: s.error })));
+      if (s.error) body.appendChild(h('div', { class: rejected ? 'io' : 'io err' }, h('div', { class: 'label', text: rejected ? 'Not applied' : 'Error' }), h('pre', { text: s.error })));
       return h('details', { class: `tool tool-${st}`, 'data-tool': s.id ?? '' },
-        h('summary', {}, icon(toolIcons[st] ?? 'circle-large-outline', st === 'running' ? 'codicon-modifier-spin' : ''), ' ', h('span', { class: 'tool-name', text: s.name || s.id || 'tool' }),
-          s.providerKind ? h('span', { class: 'kind', text: s.providerKind }) : null, h('span', { class: `badge ${st}`, text: st }), s.durationMs ? h('span', { class: 'dur', text: formatDuration(s.durationMs) }) : null),
+        h('summary', {}, icon(rejected ? 'circle-slash' : toolIcons[st] ?? 'circle-large-outline', st === 'running' ? 'codicon-modifier-spin' : ''), ' ', toolTitle(s),
+          s.providerKind ? h('span', { class: 'kind', text: s.providerKind }) : null,
+          rejected ? h('span', { class: 'badge not-applied', title: 'The change did not happen: its permission was rejected or the tool failed' }, 'not applied') : h('span', { class: `badge ${st}`, text: st }),
+          s.durationMs ? h('span', { class: 'dur', text: formatDuration(s.durationMs) }) : null),
         body);
     }
     case 'plan':
@@ -325,14 +455,15 @@ function renderFileChange(s: Segment, ref: { messageId?: string; permissionId?: 
   const rejected = isRejected(s);
   const diffLabel = rejected ? 'Open proposed diff (not applied)' : 'Open diff';
   const actions = h('span', { class: 'fc-actions' },
-    h('button', { class: 'icon-btn fc-diff', title: diffLabel, 'aria-label': diffLabel, onclick: (e: Event) => { e.preventDefault(); post({ type: 'openDiff', path, ...ref }); } }, icon('diff')));
-  if (ref.messageId && !rejected && (s.oldText !== undefined || s.newText != null)) actions.appendChild(h('button', { class: 'icon-btn fc-revert', title: 'Revert this file', onclick: (e: Event) => { e.preventDefault(); post({ type: 'applyChange', messageId: ref.messageId!, path, action: 'revert' }); } }, icon('discard')));
-  if (ref.messageId && !rejected && s.newText !== undefined && s.status === 'reverted') actions.appendChild(h('button', { class: 'icon-btn fc-apply', title: 'Apply again', onclick: (e: Event) => { e.preventDefault(); post({ type: 'applyChange', messageId: ref.messageId!, path, action: 'apply' }); } }, icon('check')));
+    h('button', { class: 'icon-btn fc-diff', title: diffLabel, 'aria-label': diffLabel, onclick: (e: Event) => { e.preventDefault(); e.stopPropagation(); post({ type: 'openDiff', path, ...ref }); } }, icon('diff')));
+  // A row button acts on the file; it never opens or closes the row or the section around it.
+  if (ref.messageId && !rejected && (s.oldText !== undefined || s.newText != null) && s.status !== 'reverted') actions.appendChild(h('button', { class: 'icon-btn fc-revert', title: 'Revert this file', onclick: (e: Event) => { e.preventDefault(); e.stopPropagation(); post({ type: 'applyChange', messageId: ref.messageId!, path, action: 'revert' }); } }, icon('discard')));
+  if (ref.messageId && !rejected && s.newText !== undefined && s.status === 'reverted') actions.appendChild(h('button', { class: 'icon-btn fc-apply', title: 'Apply again', onclick: (e: Event) => { e.preventDefault(); e.stopPropagation(); post({ type: 'applyChange', messageId: ref.messageId!, path, action: 'apply' }); } }, icon('check')));
   const badge = rejected
     ? h('span', { class: 'badge not-applied', title: 'The write did not happen: the tool failed or its permission was rejected or cancelled' }, icon('circle-slash'), ' not applied')
     : s.status ? h('span', { class: 'badge', text: s.status }) : null;
   const d = h('details', { class: rejected ? 'filechange rejected' : 'filechange', 'data-path': path },
-    h('summary', {}, icon(rejected ? 'circle-slash' : 'file-code'), ' ', h('span', { class: 'path', text: path }), ' ',
+    h('summary', {}, icon(rejected ? 'circle-slash' : 'file-code'), ' ', h('span', { class: 'path', title: path }, fileLink(path)), ' ',
       h('span', { class: 'add', text: `+${s.additions ?? 0}` }), ' ', h('span', { class: 'del', text: `−${s.deletions ?? 0}` }),
       badge, actions));
   d.open = open;
@@ -348,22 +479,49 @@ function renderFileChange(s: Segment, ref: { messageId?: string; permissionId?: 
 }
 
 // ---------- permissions ----------
+/**
+ * renderPermissions shows the pending requests. A new one takes the focus
+ * only when the chat has it and the user is not typing in the composer
+ * (the card itself, not a button, so a stray key answers nothing); once it
+ * is answered, focus that was in a card goes back to the composer.
+ */
 function renderPermissions(): void {
+  const before = new Set(Array.from(permissionsEl.querySelectorAll<HTMLElement>('.permission')).map((e) => e.dataset.permission));
+  const hadFocus = permissionsEl.contains(document.activeElement);
   permissionsEl.textContent = '';
-  for (const p of model.permissions.values()) permissionsEl.appendChild(renderPermission(p));
+  let fresh: HTMLElement | undefined;
+  for (const p of model.permissions.values()) {
+    const el = renderPermission(p);
+    permissionsEl.appendChild(el);
+    if (!before.has(p.permissionId)) fresh ??= el;
+  }
+  const typing = document.activeElement === input && input.value.trim() !== '';
+  if (fresh && document.hasFocus() && !typing && !model.readOnly) fresh.focus({ preventScroll: true });
+  else if (hadFocus && !permissionsEl.contains(document.activeElement)) {
+    const next = permissionsEl.querySelector<HTMLElement>('.permission');
+    if (next) next.focus({ preventScroll: true });
+    else input.focus();
+  }
 }
 
 const optionIcons: Record<string, string> = { allow_once: 'check', allow_always: 'check-all', reject_once: 'close', reject_always: 'circle-slash' };
 
+/** The order of a request's buttons: allow once first (the primary, default one), the lasting choices after. */
+const optionOrder: Record<string, number> = { allow_once: 0, allow_always: 1, reject_once: 2, reject_always: 3 };
+
 function renderPermission(p: PermissionParams): HTMLElement {
   const t = p.toolCall ?? ({} as Segment);
-  const input = t.input !== undefined && t.input !== null ? h('pre', { class: 'perm-input', text: typeof t.input === 'string' ? t.input : JSON.stringify(t.input, null, 2) }) : null;
-  return h('div', { class: 'permission', 'data-permission': p.permissionId, role: 'group', 'aria-label': 'Permission request' },
-    h('div', { class: 'perm-head' }, icon('shield'), h('strong', { text: ` ${p.agent} wants to run: ` }), h('span', { class: 'tool-name', text: t.name ?? t.id ?? 'tool' }), t.providerKind ? h('span', { class: 'kind', text: t.providerKind }) : null),
-    input,
+  const text = toolInputText(t.input, env.workspaceRoot);
+  // With file diffs below, the input only repeats the path and contents.
+  const inputEl = text && !(p.fileChanges ?? []).length ? h('pre', { class: 'perm-input', text }) : null;
+  const options = [...p.options].sort((a, b) => (optionOrder[a.kind] ?? 9) - (optionOrder[b.kind] ?? 9));
+  const primary = options.find((o) => o.kind === 'allow_once') ?? options.find((o) => o.kind.startsWith('allow'));
+  return h('div', { class: 'permission', 'data-permission': p.permissionId, role: 'group', tabindex: '-1', 'aria-label': `${p.agent} asks permission: ${relInText(t.name ?? 'tool call', env.workspaceRoot)}` },
+    h('div', { class: 'perm-head' }, icon('shield'), h('strong', { text: ` ${p.agent} wants to run: ` }), toolTitle(t), t.providerKind ? h('span', { class: 'kind', text: t.providerKind }) : null),
+    inputEl,
     ...(p.fileChanges ?? []).map((f) => renderFileChange(f, { permissionId: p.permissionId }, true)),
-    h('div', { class: 'perm-options' }, ...p.options.map((o) =>
-      h('button', { class: `perm-option ${o.kind.startsWith('allow') ? 'allow' : 'reject'}`, 'data-option': o.optionId, title: o.kind, onclick: () => post({ type: 'respondPermission', permissionId: p.permissionId, optionId: o.optionId }) }, icon(optionIcons[o.kind] ?? 'circle'), ' ' + o.name))));
+    h('div', { class: 'perm-options' }, ...options.map((o) =>
+      h('button', { class: `perm-option ${o === primary ? 'primary' : 'secondary'} ${o.kind.startsWith('allow') ? 'allow' : 'reject'}`, 'data-option': o.optionId, 'data-kind': o.kind, title: o.kind.replace('_', ' '), onclick: () => post({ type: 'respondPermission', permissionId: p.permissionId, optionId: o.optionId }) }, icon(optionIcons[o.kind] ?? 'circle'), ' ' + o.name))));
 }
 
 // ---------- chrome: header, working, composer ----------
@@ -374,14 +532,26 @@ function renderChrome(): void {
   conn.textContent = '';
   if (connection.state !== 'running') append(conn, h('span', { class: `badge conn-${connection.state}`, title: connection.detail ?? '', text: connection.state === 'missing' ? 'ochatd not found' : connection.state }));
   empty.remove();
-  if (!model.messages.length) transcript.appendChild(empty);
+  if (!model.messages.length) {
+    const ready = agents.filter((a) => a.available);
+    emptyHint.textContent = agents.length && !ready.length
+      ? 'No agent can run yet: see below why and how to fix it.'
+      : 'Ask any coding agent. Type / for commands, @ to mention a file.';
+    transcript.appendChild(empty);
+  }
+  renderQueue();
   readonlyBar.classList.toggle('hidden', !model.readOnly);
   readonlyText.textContent = following ? ` Terminal session (${following.agent}), following live ` : ' Read-only transcript ';
   header.classList.toggle('live', !!following);
   updateActions();
   composer.classList.toggle('hidden', model.readOnly);
   const running = !!model.running;
-  sendBtn.classList.toggle('hidden', running);
+  // While a turn runs, Send queues the message behind it.
+  sendBtn.replaceChildren(icon(running ? 'list-ordered' : 'send'), running ? ' Queue' : ' Send');
+  sendBtn.title = running ? 'Queue: sent when the running turn ends (Enter)' : 'Send (Enter)';
+  input.placeholder = running
+    ? 'Enter queues your message until the agent finishes — Escape cancels the turn'
+    : 'Message the agent — Enter to send, Shift+Enter for a new line';
   cancelBtn.classList.toggle('hidden', !running);
   working.classList.toggle('hidden', !running);
   clearInterval(workingTimer);
@@ -400,7 +570,8 @@ function renderChrome(): void {
 function renderAgents(): void {
   agentSelect.textContent = '';
   for (const a of agents) {
-    const o = h('option', { value: a.name, text: a.available ? a.name : `${a.name} (${a.untrusted ? 'untrusted' : 'unavailable'})`, title: [a.reason, a.install].filter(Boolean).join('\n') || a.command || '' });
+    const why = a.untrusted ? 'untrusted' : a.state && a.state !== 'ready' ? a.state.replace(/_/g, ' ') : 'unavailable';
+    const o = h('option', { value: a.name, text: a.available ? a.name : `${a.name} (${why})`, title: [a.reason, a.install].filter(Boolean).join('\n') || a.command || '' });
     if (!a.available) o.disabled = true;
     agentSelect.appendChild(o);
   }
@@ -420,9 +591,9 @@ function renderUnavailable(): void {
     unavailableEl.appendChild(h('summary', {}, icon('warning'), ` ${off.length} agent${off.length > 1 ? 's' : ''} unavailable`));
     for (const a of off) {
       unavailableEl.appendChild(h('div', { class: 'unavail', 'data-agent': a.name },
-        h('div', { class: 'unavail-head' }, h('strong', { text: a.name }), a.untrusted ? h('span', { class: 'badge', text: 'untrusted' }) : null,
+        h('div', { class: 'unavail-head' }, h('strong', { text: a.name }), a.untrusted ? h('span', { class: 'badge', text: 'untrusted' }) : a.state && a.state !== 'ready' ? h('span', { class: 'badge unavail-state', text: a.state.replace(/_/g, ' ') }) : null,
           h('span', { class: 'unavail-reason', text: a.reason ?? 'cannot start' })),
-        a.install ? h('div', { class: 'unavail-install' }, h('span', { class: 'label', text: a.untrusted ? 'To trust:' : 'To install:' }), h('code', { text: a.install })) : null,
+        a.install ? h('div', { class: 'unavail-install' }, h('span', { class: 'label', text: a.untrusted ? 'To trust:' : /login/.test(a.state ?? '') ? 'To log in:' : 'To install:' }), h('code', { text: a.install })) : null,
         a.untrusted ? h('button', { class: 'unavail-trust', onclick: () => post({ type: 'trustWorkspace' }) }, icon('shield'), ' Review and trust') : null));
     }
   }
@@ -561,16 +732,86 @@ function addImage(file: File): void {
   reader.readAsDataURL(file);
 }
 
+/**
+ * send posts the composer's text; while a turn runs the daemon queues it.
+ * The text stays in the composer until the host answers that it went out
+ * (sendResult), so a send that fails (ochatd unreachable) loses nothing.
+ */
 function send(): void {
   const text = input.value.trim();
-  if (!text || model.running || model.readOnly) return;
+  if (!text || model.readOnly || pendingSends.size) return;
   const mentioned = attachments.filter((a) => a.kind !== 'file' || text.includes('@' + a.path));
-  post({ type: 'send', text, agent: selectedAgent, attachments: mentioned });
-  input.value = '';
+  const id = ++sendSeq;
+  pendingSends.set(id, input.value);
+  composer.classList.add('sending');
+  post({ type: 'send', text, agent: selectedAgent, attachments: mentioned, id });
+  hidePopup();
+}
+
+function onSendResult(msg: Extract<HostMessage, { type: 'sendResult' }>): void {
+  const sent = pendingSends.get(msg.id);
+  pendingSends.delete(msg.id);
+  composer.classList.toggle('sending', pendingSends.size > 0);
+  if (sent === undefined) return;
+  if (!msg.ok) {
+    showError(`Not sent: ${readableError(msg.error ?? 'unknown error')}. Your message is still in the box.`);
+    return;
+  }
+  // Clear only what was sent: text typed meanwhile stays.
+  if (input.value === sent) input.value = '';
   attachments = [];
   renderChips();
-  save({ draft: '' });
-  hidePopup();
+  save({ draft: input.value });
+  errorEl.classList.add('hidden');
+}
+
+let errorTimer: ReturnType<typeof setTimeout> | undefined;
+function showError(text: string): void {
+  errorEl.textContent = text;
+  errorEl.classList.remove('hidden');
+  clearTimeout(errorTimer);
+  errorTimer = setTimeout(() => errorEl.classList.add('hidden'), 15000);
+}
+
+// ---------- the message queue: messages sent while a turn runs ----------
+/** renderQueue lists the queued messages above the composer: each can be edited, removed or sent now (steer). */
+function renderQueue(): void {
+  const items: QueueItem[] = model.queue ?? [];
+  const editing = queueEl.querySelector<HTMLElement>('.queued.editing')?.dataset.queue;
+  if (editing && items.some((q) => q.id === editing)) return; // do not pull an edit box from under the user
+  queueEl.textContent = '';
+  queueEl.classList.toggle('hidden', !items.length || model.readOnly);
+  if (!items.length) return;
+  queueEl.appendChild(h('div', { class: 'queue-head' }, icon('list-ordered'), ` ${items.length} queued — sent when the running turn ends`));
+  for (const q of items) {
+    const textEl = h('span', { class: 'queued-text', text: q.text, title: q.text });
+    const row = h('div', { class: 'queued', role: 'listitem', 'data-queue': q.id }, icon('clock'), textEl,
+      q.agent && q.agent !== model.running?.agent ? h('span', { class: 'kind', text: q.agent }) : null,
+      h('span', { class: 'queued-actions' },
+        h('button', { class: 'icon-btn q-send-now', title: 'Send now: stop the running turn and send this next', 'aria-label': 'Send now', onclick: () => post({ type: 'queueSendNow', id: q.id }) }, icon('run-above')),
+        h('button', { class: 'icon-btn q-edit', title: 'Edit', 'aria-label': 'Edit queued message', onclick: () => editQueued(q, row, textEl) }, icon('edit')),
+        h('button', { class: 'icon-btn q-remove', title: 'Remove from the queue', 'aria-label': 'Remove queued message', onclick: () => post({ type: 'queueRemove', id: q.id }) }, icon('trash'))));
+    queueEl.appendChild(row);
+  }
+}
+
+function editQueued(q: QueueItem, row: HTMLElement, textEl: HTMLElement): void {
+  if (row.classList.contains('editing')) return;
+  row.classList.add('editing');
+  const box = h('textarea', { class: 'input edit-box q-edit-box', rows: Math.min(8, q.text.split('\n').length + 1), 'aria-label': 'Edit queued message' });
+  box.value = q.text;
+  const done = () => { row.classList.remove('editing'); box.remove(); textEl.classList.remove('hidden'); renderQueue(); };
+  box.addEventListener('keydown', (e) => {
+    if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
+      e.preventDefault();
+      const text = box.value.trim();
+      if (text && text !== q.text) post({ type: 'queueUpdate', id: q.id, text });
+      done();
+    } else if (e.key === 'Escape') { e.preventDefault(); done(); }
+  });
+  textEl.classList.add('hidden');
+  textEl.after(box);
+  box.focus();
 }
 
 input.addEventListener('keydown', (e) => {
@@ -579,6 +820,7 @@ input.addEventListener('keydown', (e) => {
     if (e.key === 'Enter' || e.key === 'Tab') { e.preventDefault(); popupItems[popupIndex]?.apply(); hidePopup(); return; }
     if (e.key === 'Escape') { e.preventDefault(); hidePopup(); return; }
   }
+  // Enter sends; while a turn runs the message is queued (Claude Code, Codex).
   if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) { e.preventDefault(); send(); }
   else if (e.key === 'Escape' && model.running) post({ type: 'cancel' });
 });
@@ -653,6 +895,7 @@ window.addEventListener('message', (e: MessageEvent<HostMessage>) => {
       queue.length = 0;
       model = rebuild(msg.snapshot);
       following = msg.following;
+      if (msg.env) applyEnv(msg.env);
       agents = msg.agents;
       selectedAgent = msg.selectedAgent ?? selectedAgent;
       connection = msg.connection;
@@ -710,9 +953,17 @@ window.addEventListener('message', (e: MessageEvent<HostMessage>) => {
       onMentionResults(msg.query, msg.files);
       break;
     case 'error':
-      errorEl.textContent = msg.message;
-      errorEl.classList.remove('hidden');
-      setTimeout(() => errorEl.classList.add('hidden'), 8000);
+      showError(readableError(msg.message));
+      break;
+    case 'sendResult':
+      onSendResult(msg);
+      break;
+    case 'queue':
+      model.queue = msg.items;
+      renderQueue();
+      break;
+    case 'focusInput':
+      input.focus();
       break;
   }
 });
@@ -725,8 +976,50 @@ function rebuild(s: import('../src/model/conversation').ChatSnapshot): Conversat
   for (const p of s.permissions) m.permissions.set(p.permissionId, p);
   Object.assign(m.agentState, s.agentState);
   m.readOnly = s.readOnly;
+  m.queue = [...(s.queue ?? [])];
   return m;
 }
+
+function applyEnv(e: ViewEnv): void {
+  env = e;
+  if (e.tabSize) document.documentElement.style.setProperty('--ochat-tab-size', String(e.tabSize));
+}
+
+// ---------- code blocks: language, Copy, Insert at cursor ----------
+// One bar for all blocks, placed over the block under the pointer: the
+// rendered Markdown stays exactly what markdown-it gives (render.test.mjs).
+let codeTarget: HTMLElement | undefined;
+function codeOf(pre: HTMLElement): string {
+  return pre.querySelector('code')?.textContent ?? pre.textContent ?? '';
+}
+transcript.addEventListener('mouseover', (e) => {
+  const target = e.target as HTMLElement;
+  if (codeBar.contains(target)) return;
+  const pre = target.closest<HTMLElement>('.content pre');
+  if (!pre) { if (!target.closest('.code-bar')) { codeBar.classList.add('hidden'); codeTarget = undefined; } return; }
+  if (pre === codeTarget && !codeBar.classList.contains('hidden')) return;
+  codeTarget = pre;
+  (codeBar.querySelector('.code-lang') as HTMLElement).textContent = pre.dataset.lang && pre.dataset.lang !== 'text' ? pre.dataset.lang : '';
+  const tr = transcript.getBoundingClientRect();
+  const r = pre.getBoundingClientRect();
+  codeBar.style.top = `${Math.max(r.top, tr.top) + 2}px`;
+  codeBar.style.right = `${document.documentElement.clientWidth - r.right + 4}px`;
+  codeBar.classList.remove('hidden');
+});
+transcript.addEventListener('mouseleave', (e) => { if (!codeBar.contains(e.relatedTarget as Node)) codeBar.classList.add('hidden'); });
+transcript.addEventListener('scroll', () => { codeBar.classList.add('hidden'); codeTarget = undefined; });
+codeBar.querySelector('.code-copy')!.addEventListener('click', () => {
+  if (!codeTarget) return;
+  const text = codeOf(codeTarget);
+  // The webview may not reach the clipboard (focus, permissions): the host copies.
+  post({ type: 'copyCode', text });
+  const b = codeBar.querySelector('.code-copy') as HTMLElement;
+  b.replaceChildren(icon('check'));
+  setTimeout(() => b.replaceChildren(icon('copy')), 1200);
+});
+codeBar.querySelector('.code-insert')!.addEventListener('click', () => {
+  if (codeTarget) post({ type: 'insertCode', text: codeOf(codeTarget) });
+});
 
 renderChrome();
 post({ type: 'ready', conversationId: saved.conversationId });

@@ -24,8 +24,9 @@ function codeLanguage(lang: string): string {
   return lang && hljs.getLanguage(lang) ? lang : '';
 }
 
-function codeHtml(language: string, inner: string): string {
-  return `<pre class="hljs"><code class="language-${escapeHtml(language || 'text')}">${inner}</code></pre>`;
+function codeHtml(language: string, inner: string, label = language): string {
+  // data-lang: the language label of the block's toolbar (main.ts): the fence's info word as written.
+  return `<pre class="hljs" data-lang="${escapeHtml(label.split(/\s/)[0] || 'text')}"><code class="language-${escapeHtml(language || 'text')}">${inner}</code></pre>`;
 }
 
 const md = new MarkdownIt({
@@ -34,10 +35,10 @@ const md = new MarkdownIt({
     const language = codeLanguage(lang);
     if (plainCode) {
       plainLanguage = language;
-      return codeHtml(language, escapeHtml(code));
+      return codeHtml(language, escapeHtml(code), lang);
     }
     try {
-      return codeHtml(language, language ? hljs.highlight(code, { language, ignoreIllegals: true }).value : escapeHtml(code));
+      return codeHtml(language, language ? hljs.highlight(code, { language, ignoreIllegals: true }).value : escapeHtml(code), lang);
     } catch {
       return `<pre class="hljs"><code>${escapeHtml(code)}</code></pre>`;
     }

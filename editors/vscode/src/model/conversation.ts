@@ -8,7 +8,7 @@
 import { applyEvent } from './reduce';
 import { isRejected } from './protocol';
 import type {
-  AgentStateParams, Conversation, EventParams, Message, PermissionParams, PermissionResolvedParams, Segment, SubscribeResult,
+  AgentStateParams, Conversation, EventParams, Message, PermissionParams, PermissionResolvedParams, QueueItem, Segment, SubscribeResult,
 } from './protocol';
 
 /** The turn in flight as the UI needs it. startedAt is Unix ms. */
@@ -27,6 +27,8 @@ export interface ChatSnapshot {
   permissions: PermissionParams[];
   agentState: Record<string, AgentStateParams>;
   readOnly: boolean;
+  /** Messages queued behind the running turn (ochat/queue), oldest first. */
+  queue?: QueueItem[];
 }
 
 /** A file change of a turn with where it came from. */
@@ -46,6 +48,8 @@ export class ConversationModel {
   /** Highest event seq applied per turn id: replays and duplicates are dropped. */
   private readonly lastSeq = new Map<string, number>();
   readOnly = false;
+  /** Messages queued behind the running turn, oldest first (ochat/queue). */
+  queue: QueueItem[] = [];
 
   /** fromSubscribe builds the model from an ochat/subscribe answer; now is Unix ms. */
   static fromSubscribe(res: SubscribeResult, now: number): ConversationModel {
@@ -71,6 +75,7 @@ export class ConversationModel {
     }
     for (const p of res.permissions ?? []) m.permissions.set(p.permissionId, p);
     for (const st of res.agentStates ?? []) m.setAgentState(st);
+    m.queue = [...(res.queue ?? [])];
     return m;
   }
 
@@ -136,7 +141,13 @@ export class ConversationModel {
     if (!msg) msg = this.put({ id: p.messageId, role: 'assistant', agent: p.agent, timestamp: p.event.timestamp ?? now, segments: [] });
     if (!this.applyTurnEvent(p.turnId, msg, p.event)) return undefined;
     if (p.event.type === 'turn.completed' || p.event.type === 'turn.failed') {
-      if (this.running?.turnId === p.turnId) this.running = undefined;
+      if (this.running?.turnId === p.turnId) {
+        // The turn lasted from its start, not from its first event (an agent that took seconds to answer and was
+        // then cancelled is not "cancelled · 217 ms").
+        const d = (p.event.timestamp ?? 0) - this.running.startedAt;
+        if (p.event.timestamp && d > (msg.durationMs ?? 0)) msg.durationMs = d;
+        this.running = undefined;
+      }
       for (const [id, perm] of this.permissions) if (perm.turnId === p.turnId) this.permissions.delete(id);
     } else if (!this.running) {
       this.running = { turnId: p.turnId, messageId: p.messageId, agent: p.agent, startedAt: msg.timestamp || now };
@@ -215,6 +226,7 @@ export class ConversationModel {
       permissions: [...this.permissions.values()],
       agentState: this.agentState,
       readOnly: this.readOnly,
+      queue: this.queue,
     };
   }
 }

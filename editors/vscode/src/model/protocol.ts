@@ -182,6 +182,24 @@ export interface SubscribeResult {
   permissions?: PermissionParams[] | null;
   /** Per agent live in the conversation, the ochat/agentState fields merged so far. */
   agentStates?: AgentStateParams[] | null;
+  /** The conversation's queued messages, oldest first (absent from a daemon without the queue). */
+  queue?: QueueItem[] | null;
+}
+
+/** A message waiting for the running turn to end (ochat/queue). */
+export interface QueueItem {
+  id: string;
+  text: string;
+  agent?: string;
+  createdAt?: number;
+}
+
+/** ochat/queue params: the whole queue after a change. */
+export interface QueueParams {
+  conversationId: string;
+  items: QueueItem[];
+  /** Set when the change is the daemon sending a queued message: the turn it became (before its first ochat/event). */
+  sent?: { id: string; userMessageId: string; assistantMessageId: string; turnId: string };
 }
 
 /** ochat/chat/send result. */
@@ -190,6 +208,9 @@ export interface SendResult {
   userMessageId: string;
   assistantMessageId: string;
   turnId: string;
+  /** The conversation was busy: the message waits in its queue (no turn started yet). */
+  queued?: boolean;
+  queueId?: string;
 }
 
 /** An entry of ochat/agents/list. */
@@ -203,6 +224,8 @@ export interface AgentInfo {
   /** Held back until the workspace's .ochat/settings.json is trusted (ochatd trust). */
   untrusted?: boolean;
   note?: string;
+  /** Readiness beyond "installed" when the daemon reports it (e.g. "ready", "needs_login"); shown with reason and install. */
+  state?: string;
 }
 
 /** A slash command the agent advertised (ACP AvailableCommand). */
@@ -321,6 +344,10 @@ export const Methods = {
   sessionsChanged: 'ochat/sessions/changed',
   sessionAppended: 'ochat/sessionAppended',
   conversationsChanged: 'ochat/conversations/changed',
+  queue: 'ochat/queue',
+  queueUpdate: 'ochat/queue/update',
+  queueRemove: 'ochat/queue/remove',
+  queueSendNow: 'ochat/queue/sendNow',
 } as const;
 
 /** JSON-RPC error codes of docs/protocol.md. */

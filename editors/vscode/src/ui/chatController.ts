@@ -12,9 +12,10 @@ import { ConversationModel } from '../model/conversation';
 import {
   Methods, type AgentInfo, type AgentStateParams, type EventParams, type PermissionParams, type PermissionResolvedParams,
   type SendResult, type SubscribeResult, type Attachment, type Conversation, type SetConfigResult, type FollowResult,
-  type SessionAppendedParams, type ResyncParams,
+  type SessionAppendedParams, type ResyncParams, type QueueParams,
 } from '../model/protocol';
-import type { HostMessage, WebviewMessage, ConnectionInfo, FollowInfo } from './messages';
+import { readableError, relInText, relPath } from '../model/readable';
+import type { HostMessage, WebviewMessage, ConnectionInfo, FollowInfo, ViewEnv } from './messages';
 
 /** The part of DaemonClient the controller uses (a fake in unit tests). */
 export interface Rpc {
@@ -43,6 +44,14 @@ export interface ChatHooks {
   saveAttachment?(data: Buffer, name: string, mimeType: string): Promise<string>;
   /** configStore keeps the config values the user picked last, per agent, for the next new conversation. */
   configStore?: { get(): Record<string, Record<string, string | boolean>> | undefined; set(v: Record<string, Record<string, string | boolean>>): void };
+  /** pendingChanged reports every permission request still waiting for an answer, in any conversation seen (badge, status bar). */
+  pendingChanged?(pending: PermissionParams[]): void;
+  /** env is what the webview needs from the editor (workspace folder, tab size). */
+  env?(): ViewEnv;
+  /** insertText inserts a code block at the cursor of the last active editor. */
+  insertText?(text: string): Promise<void>;
+  copyText?(text: string): Promise<void>;
+  openHistory?(): void;
   now?(): number;
 }
 
@@ -55,6 +64,10 @@ export class ChatController implements vscode.Disposable {
   private readonly disposables: Array<() => void> = [];
   private pendingSend = false;
   private readonly notified = new Set<string>();
+  /** Permission requests waiting for an answer, by id, in every conversation this window saw them in. */
+  readonly pending = new Map<string, PermissionParams>();
+  /** A re-subscribe to show a turn another client started is under way. */
+  private catchingUp?: Promise<void>;
   /** The native session shown and followed live; undefined for a conversation. */
   following?: FollowInfo;
   /** A follow ended because the panel closed; resumed when it comes back. */
@@ -75,6 +88,7 @@ export class ChatController implements vscode.Disposable {
         if (p.conversationId && p.conversationId === this.model.conversation?.id) void this.open(p.conversationId, { readOnly: this.model.readOnly }).catch(() => undefined);
       }),
       rpc.onNotification(Methods.sessionAppended, (p: SessionAppendedParams) => this.onSessionAppended(p)),
+      rpc.onNotification(Methods.queue, (p: QueueParams) => this.onQueue(p)),
     );
     this.sticky = structuredClone(hooks.configStore?.get() ?? {});
   }
@@ -104,7 +118,7 @@ export class ChatController implements vscode.Disposable {
 
   /** postInit sends the whole state to the view. */
   postInit(): void {
-    this.post({ type: 'init', snapshot: this.model.snapshot(), agents: this.agents, selectedAgent: this.selectedAgent, connection: this.connection, following: this.following });
+    this.post({ type: 'init', snapshot: this.model.snapshot(), agents: this.agents, selectedAgent: this.selectedAgent, connection: this.connection, following: this.following, env: this.hooks.env?.() });
   }
 
   /** setConnection reports the daemon connection state to the view. */
@@ -117,9 +131,10 @@ export class ChatController implements vscode.Disposable {
   async refreshAgents(preferred?: string): Promise<void> {
     const res = await this.rpc.request<{ agents: AgentInfo[] }>(Methods.agentsList, {});
     this.agents = res.agents ?? [];
-    const names = this.agents.map((a) => a.name);
-    if (!this.selectedAgent || !names.includes(this.selectedAgent)) {
-      this.selectedAgent = (preferred && names.includes(preferred) ? preferred : undefined) ?? this.agents.find((a) => a.available)?.name ?? names[0];
+    // The first run picks an agent that can run: the preferred one only when it can.
+    const ready = this.agents.filter((a) => a.available).map((a) => a.name);
+    if (!this.selectedAgent || !ready.includes(this.selectedAgent)) {
+      this.selectedAgent = (preferred && ready.includes(preferred) ? preferred : undefined) ?? ready[0] ?? this.agents[0]?.name;
     }
     this.post({ type: 'agents', agents: this.agents, selectedAgent: this.selectedAgent });
   }
@@ -143,7 +158,24 @@ export class ChatController implements vscode.Disposable {
     if (lastAgent && this.agents.some((a) => a.name === lastAgent)) this.selectedAgent = lastAgent;
     this.hooks.setConversationId?.(conversationId);
     this.postInit();
-    for (const p of this.model.permissions.values()) this.notifyPermission(p);
+    // Only a subscribed conversation's requests are kept: of any other, this window would not hear the answer.
+    for (const [id, p] of this.pending) if (p.conversationId !== conversationId || !this.model.permissions.has(id)) this.pending.delete(id);
+    for (const p of this.model.permissions.values()) {
+      this.pending.set(p.permissionId, p);
+      this.notifyPermission(p);
+    }
+    this.pendingChanged();
+  }
+
+  private pendingChanged(): void {
+    this.hooks.pendingChanged?.([...this.pending.values()]);
+  }
+
+  /** showPending shows the oldest waiting permission request in the panel (status bar item, notification). */
+  async showPending(): Promise<void> {
+    const p = [...this.pending.values()][0];
+    if (p && this.model.conversation?.id !== p.conversationId) await this.open(p.conversationId);
+    this.sink?.reveal();
   }
 
   /** showSnapshot shows a read-only transcript the daemon did not store as a conversation (ochat/sessions/open). */
@@ -162,6 +194,10 @@ export class ChatController implements vscode.Disposable {
     const prev = this.model.conversation?.id;
     if (prev) this.rpc.request(Methods.unsubscribe, { conversationId: prev }).catch(() => undefined);
     this.model = new ConversationModel();
+    if (this.pending.size) {
+      this.pending.clear();
+      this.pendingChanged();
+    }
     this.seedAgentState();
     this.hooks.setConversationId?.(undefined);
     this.postInit();
@@ -257,6 +293,14 @@ export class ChatController implements vscode.Disposable {
     if (!this.model.conversation) {
       this.model.conversation = { id: res.conversationId, title: text.slice(0, 80), createdAt: now, updatedAt: now, agents: agent ? [agent] : [] };
       this.hooks.setConversationId?.(res.conversationId);
+    }
+    if (res.queued) {
+      // The turn running now keeps going; the daemon sends this one after it (ochat/queue shows it meanwhile).
+      if (res.queueId && !this.model.queue.some((q) => q.id === res.queueId)) {
+        this.model.queue = [...this.model.queue, { id: res.queueId, text, agent, createdAt: now }];
+        this.post({ type: 'queue', items: this.model.queue });
+      }
+      return res;
     }
     this.model.startTurn(
       { id: res.userMessageId, role: 'user', content: text, timestamp: now, attachments },
@@ -408,9 +452,17 @@ export class ChatController implements vscode.Disposable {
   }
 
   private onEvent(p: EventParams): void {
+    if (p.event.type === 'turn.completed' || p.event.type === 'turn.failed') this.dropPendingOfTurn(p.conversationId, p.turnId);
     if (!this.model.conversation && this.pendingSend) {
       const now = this.now();
       this.model.conversation = { id: p.conversationId, title: '', createdAt: now, updatedAt: now };
+    }
+    const conv = this.model.conversation?.id;
+    if (conv && p.conversationId === conv && !this.pendingSend && !this.model.message(p.messageId) && !this.following) {
+      // A turn this window did not start (another window, the CLI, the daemon's queue): its prompt is only in the
+      // store, so subscribe again — the snapshot has the prompt and the turn so far, live events continue after it.
+      // Shown meanwhile as it comes; the snapshot replaces it (seq dedupe keeps later events single).
+      this.catchUp(conv);
     }
     const msg = this.model.applyEvent(p, this.now());
     if (!msg) return;
@@ -418,13 +470,62 @@ export class ChatController implements vscode.Disposable {
     if (p.event.type === 'turn.completed' || p.event.type === 'turn.failed') this.hooks.historyChanged?.();
   }
 
+  /** catchUp re-subscribes to the open conversation once, however many events arrive meanwhile. */
+  private catchUp(conversationId: string): void {
+    if (this.catchingUp) return;
+    this.catchingUp = this.open(conversationId, { readOnly: this.model.readOnly })
+      .catch(() => undefined)
+      .finally(() => {
+        this.catchingUp = undefined;
+        this.hooks.historyChanged?.();
+      });
+  }
+
+  private dropPendingOfTurn(conversationId: string, turnId: string): void {
+    let changed = false;
+    for (const [id, perm] of this.pending) {
+      if (perm.conversationId === conversationId && perm.turnId === turnId) {
+        this.pending.delete(id);
+        this.notified.delete(id);
+        changed = true;
+      }
+    }
+    if (changed) this.pendingChanged();
+  }
+
+  private onQueue(p: QueueParams): void {
+    if (p.conversationId !== this.model.conversation?.id) return;
+    const was = this.model.queue.find((q) => q.id === p.sent?.id);
+    this.model.queue = [...(p.items ?? [])];
+    const sent = p.sent;
+    if (sent && was && !this.model.message(sent.assistantMessageId)) {
+      // The daemon sent a queued message: it becomes the prompt of the next turn, shown before its first event.
+      const now = this.now();
+      this.model.startTurn({ id: sent.userMessageId, role: 'user', content: was.text, timestamp: now }, { id: sent.assistantMessageId, turnId: sent.turnId, agent: was.agent ?? '' }, now);
+      this.postInit();
+      this.hooks.historyChanged?.();
+      return;
+    }
+    this.post({ type: 'queue', items: this.model.queue });
+  }
+
+  /** queueAction edits, removes or sends now one queued message (ochat/queue/update|remove|sendNow). */
+  async queueAction(method: string, params: { id: string; text?: string }): Promise<void> {
+    const conversationId = this.model.conversation?.id;
+    if (!conversationId) throw new Error('no conversation is open');
+    await this.rpc.request(method, { conversationId, ...params });
+  }
+
   private onPermission(p: PermissionParams): void {
     if (this.model.addPermission(p)) this.post({ type: 'permission', params: p });
+    this.pending.set(p.permissionId, p);
+    this.pendingChanged();
     this.notifyPermission(p);
   }
 
   private onPermissionResolved(p: PermissionResolvedParams): void {
     this.notified.delete(p.permissionId);
+    if (this.pending.delete(p.permissionId)) this.pendingChanged();
     if (this.model.resolvePermission(p)) this.post({ type: 'permissionResolved', params: p });
   }
 
@@ -444,10 +545,15 @@ export class ChatController implements vscode.Disposable {
   notifyPermission(p: PermissionParams): void {
     if (this.sink?.visible() || this.notified.has(p.permissionId)) return;
     this.notified.add(p.permissionId);
-    const files = (p.fileChanges ?? []).map((f) => f.path).filter(Boolean);
+    const root = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
+    const files = (p.fileChanges ?? []).map((f) => relPath(f.path ?? '', root)).filter(Boolean);
     const detail = files.length ? ` (${files.length} file${files.length > 1 ? 's' : ''}: ${files.join(', ')})` : '';
-    const buttons = [...p.options.map((o) => o.name), 'Show in Chat'];
-    void vscode.window.showInformationMessage(`${p.agent} asks permission: ${p.toolCall?.name ?? 'tool call'}${detail}`, ...buttons).then(async (choice) => {
+    // Allow once first (the default a person expects), "Always" choices after it.
+    const order: Record<string, number> = { allow_once: 0, allow_always: 1, reject_once: 2, reject_always: 3 };
+    const options = [...p.options].sort((a, b) => (order[a.kind] ?? 9) - (order[b.kind] ?? 9));
+    const buttons = [...options.map((o) => o.name), 'Show in Chat'];
+    const title = relInText(p.toolCall?.name ?? 'tool call', root);
+    void vscode.window.showWarningMessage(`ochat: ${p.agent} waits for permission: ${title}${detail}`, ...buttons).then(async (choice) => {
       if (!choice) return;
       if (choice === 'Show in Chat') {
         if (this.model.conversation?.id !== p.conversationId) await this.open(p.conversationId);
@@ -469,9 +575,38 @@ export class ChatController implements vscode.Disposable {
             await this.open(msg.conversationId).catch(() => this.postInit());
           } else this.postInit();
           return;
-        case 'send':
+        case 'send': {
           if (msg.agent) this.selectedAgent = msg.agent;
-          await this.send(msg.text, msg.agent ?? this.selectedAgent, msg.attachments);
+          try {
+            const res = await this.send(msg.text, msg.agent ?? this.selectedAgent, msg.attachments);
+            if (msg.id !== undefined) this.post({ type: 'sendResult', id: msg.id, ok: true, queued: !!res.queued });
+          } catch (err) {
+            const text = readableError((err as Error).message ?? String(err));
+            // The composer keeps the text: nothing was sent.
+            if (msg.id !== undefined) this.post({ type: 'sendResult', id: msg.id, ok: false, error: text });
+            else this.post({ type: 'error', message: text });
+            // The panel says so next to the kept text; a toast only when the panel is not in sight.
+            if (!this.sink?.visible()) void vscode.window.showErrorMessage(`ochat: message not sent: ${text}`);
+          }
+          return;
+        }
+        case 'queueUpdate':
+          await this.queueAction(Methods.queueUpdate, { id: msg.id, text: msg.text });
+          return;
+        case 'queueRemove':
+          await this.queueAction(Methods.queueRemove, { id: msg.id });
+          return;
+        case 'queueSendNow':
+          await this.queueAction(Methods.queueSendNow, { id: msg.id });
+          return;
+        case 'insertCode':
+          await this.hooks.insertText?.(msg.text);
+          return;
+        case 'copyCode':
+          await this.hooks.copyText?.(msg.text);
+          return;
+        case 'openHistory':
+          this.hooks.openHistory?.();
           return;
         case 'cancel':
           await this.cancel();
@@ -545,7 +680,7 @@ export class ChatController implements vscode.Disposable {
           return;
       }
     } catch (err) {
-      const text = (err as Error).message ?? String(err);
+      const text = readableError((err as Error).message ?? String(err));
       this.post({ type: 'error', message: text });
       if (msg.type === 'send' || msg.type === 'setConfig' || msg.type === 'edit' || msg.type === 'retry' || msg.type === 'continue') void vscode.window.showErrorMessage(`ochat: ${text}`);
     }

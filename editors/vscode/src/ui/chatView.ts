@@ -28,6 +28,21 @@ export class ChatViewProvider implements vscode.WebviewViewProvider, ChatSink {
       }
     });
     this.controller.attach(this);
+    view.badge = this.badge;
+  }
+
+  private badge?: vscode.ViewBadge;
+
+  /** setBadge shows on the view's icon how many permission requests wait (visible while the chat is hidden). */
+  setBadge(count: number, tooltip: string): void {
+    this.badge = count ? { value: count, tooltip } : undefined;
+    if (this.view) this.view.badge = this.badge;
+  }
+
+  /** focusInput reveals the chat and puts the cursor in the composer. */
+  async focusInput(): Promise<void> {
+    await vscode.commands.executeCommand(`${ChatViewProvider.viewId}.focus`);
+    this.post({ type: 'focusInput' });
   }
 
   post(msg: HostMessage): void {

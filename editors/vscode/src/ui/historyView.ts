@@ -92,7 +92,7 @@ export class HistoryProvider implements vscode.TreeDataProvider<HistoryNode>, vs
           s.resumeCommand?.length ? `resume in a terminal: ${s.resumeCommand.join(' ')}` : '',
           s.path ?? '', s.live ? 'live: still being written' : '',
         ].filter(Boolean).join('\n');
-        it.iconPath = new vscode.ThemeIcon(s.live ? 'pulse' : 'history');
+        it.iconPath = new vscode.ThemeIcon(s.live ? 'loading~spin' : 'history');
         it.contextValue = s.live ? 'session-live' : 'session';
         it.command = { command: 'ochat.history.open', title: 'Open', arguments: [node] };
         return it;

@@ -5,7 +5,7 @@
  */
 import type { ChatSnapshot } from '../model/conversation';
 import type {
-  AgentInfo, AgentStateParams, Attachment, EventParams, Message, PermissionParams, PermissionResolvedParams,
+  AgentInfo, AgentStateParams, Attachment, EventParams, Message, PermissionParams, PermissionResolvedParams, QueueItem,
 } from '../model/protocol';
 
 /** Connection status shown in the panel. */
@@ -23,7 +23,7 @@ export interface FollowInfo {
 
 /** Host → webview. */
 export type HostMessage =
-  | { type: 'init'; snapshot: ChatSnapshot; agents: AgentInfo[]; selectedAgent?: string; connection: ConnectionInfo; following?: FollowInfo }
+  | { type: 'init'; snapshot: ChatSnapshot; agents: AgentInfo[]; selectedAgent?: string; connection: ConnectionInfo; following?: FollowInfo; env?: ViewEnv }
   | { type: 'event'; params: EventParams }
   /** Messages of a followed session to upsert by id; reset: they are the whole transcript. */
   | { type: 'upsert'; messages: Message[]; reset: boolean; title?: string }
@@ -33,12 +33,24 @@ export type HostMessage =
   | { type: 'agents'; agents: AgentInfo[]; selectedAgent?: string }
   | { type: 'connection'; connection: ConnectionInfo }
   | { type: 'mentionResults'; query: string; files: string[] }
-  | { type: 'error'; message: string };
+  | { type: 'error'; message: string }
+  /** The answer to a 'send' with the same id: ok (sent or queued) clears the composer; an error keeps the text. */
+  | { type: 'sendResult'; id: number; ok: boolean; queued?: boolean; error?: string }
+  /** The conversation's message queue (ochat/queue), oldest first. */
+  | { type: 'queue'; items: QueueItem[] }
+  /** Move the keyboard focus to the composer (ochat.focusChat). */
+  | { type: 'focusInput' };
+
+/** What the webview needs from the editor: the workspace folder (for relative paths) and the editor's tab size. */
+export interface ViewEnv {
+  workspaceRoot?: string;
+  tabSize?: number;
+}
 
 /** Webview → host. */
 export type WebviewMessage =
   | { type: 'ready'; conversationId?: string }
-  | { type: 'send'; text: string; agent?: string; attachments?: Attachment[] }
+  | { type: 'send'; text: string; agent?: string; attachments?: Attachment[]; id?: number }
   | { type: 'cancel' }
   | { type: 'edit'; messageId: string; text: string; agent?: string }
   | { type: 'retry'; messageId: string; agent?: string }
@@ -53,4 +65,11 @@ export type WebviewMessage =
   | { type: 'openLink'; href: string }
   | { type: 'trustWorkspace' }
   | { type: 'newConversation' }
-  | { type: 'continue' };
+  | { type: 'continue' }
+  | { type: 'queueUpdate'; id: string; text: string }
+  | { type: 'queueRemove'; id: string }
+  | { type: 'queueSendNow'; id: string }
+  /** Insert a code block's text at the cursor of the last active text editor. */
+  | { type: 'insertCode'; text: string }
+  | { type: 'copyCode'; text: string }
+  | { type: 'openHistory' };

@@ -184,6 +184,13 @@ e2e('chat panel: send a prompt and see the streamed answer', async () => {
   await f.locator('textarea.input').press('Enter');
   await waitFor(async () => /hello from code-server/.test(await f.locator('.msg.assistant .content').last().innerText()), 'streamed answer');
   await waitFor(async () => (await f.locator('.msg.assistant.streaming').count()) === 0, 'turn end');
+  // The chat lives in the secondary side bar (as Copilot Chat and Claude Code), with one header: the view
+  // title repeats none of the webview's buttons.
+  const aux = page.locator('.part.auxiliarybar');
+  assert.equal(await aux.isVisible(), true, 'the secondary side bar is open');
+  assert.match((await aux.locator('.title').first().innerText()).toUpperCase(), /OCHAT|CHAT/);
+  assert.equal(await aux.locator('.title .action-label[aria-label*="New Conversation"]').count(), 0, 'no duplicate header buttons');
+  assert.equal(await page.locator('.part.panel .pane-header', { hasText: /ochat/i }).count(), 0, 'not in the bottom panel');
   await page.screenshot({ path: join(artifacts, 'e2e-chat.png') });
 });
 
@@ -193,10 +200,18 @@ e2e('permission inline: answer it, the file is written, open the fileChange diff
   await f.locator('textarea.input').press('Enter');
   const perm = f.locator('.permission');
   await perm.waitFor({ timeout: 30000 });
-  assert.deepEqual((await perm.locator('.perm-option').allInnerTexts()).map((s) => s.trim()).length, 3);
+  // Allow once first and primary; "Always allow" is a secondary button after it.
+  assert.deepEqual((await perm.locator('.perm-option').allInnerTexts()).map((s) => s.trim()), ['Allow', 'Always allow', 'Reject']);
+  assert.deepEqual(await perm.locator('.perm-option.primary').evaluateAll((b) => b.map((x) => x.dataset.option)), ['allow']);
+  // The user had the focus in the (now empty) composer: the card takes it, not a button (a stray key answers nothing).
+  await waitFor(() => f.evaluate(() => document.activeElement?.classList.contains('permission')), 'focus on the permission card');
+  await page.keyboard.press('Enter');
+  await page.waitForTimeout(300);
+  assert.equal(await perm.count(), 1, 'Enter on the card answers nothing');
   await page.screenshot({ path: join(artifacts, 'e2e-permission.png') });
   await perm.locator('.perm-option[data-option="allow"]').click();
   await perm.waitFor({ state: 'detached', timeout: 30000 });
+  await waitFor(() => f.evaluate(() => document.activeElement?.matches('textarea.input')), 'focus back in the composer');
   await waitFor(() => existsSync(join(ws, 'notes.txt')), 'notes.txt written');
   assert.equal(readFileSync(join(ws, 'notes.txt'), 'utf8'), 'first line\nsecond line');
   await waitFor(async () => (await f.locator('.msg.assistant.streaming').count()) === 0, 'turn end');
@@ -255,10 +270,13 @@ e2e('window reload restores the chat panel with its conversation', async () => {
 });
 
 e2e('panel re-opened: the webview is rebuilt and the transcript painted', async () => {
-  await runCommand('View: Hide Panel');
+  await runCommand('Hide Secondary Side Bar');
+  await page.locator('.part.auxiliarybar').waitFor({ state: 'hidden', timeout: 10000 });
   await page.waitForTimeout(500);
   const t0 = Date.now();
-  await page.keyboard.press('Control+j');
+  // The keybinding of ochat: Focus Chat Input opens the chat and puts the cursor in the composer.
+  await page.locator('.monaco-workbench').click({ position: { x: 700, y: 400 } }).catch(() => undefined);
+  await page.keyboard.press('Control+Alt+o');
   let ms;
   for (;;) {
     for (const f of page.frames()) {
@@ -269,6 +287,11 @@ e2e('panel re-opened: the webview is rebuilt and the transcript painted', async 
     await new Promise((r) => setTimeout(r, 10));
   }
   figures['panel re-opened → transcript painted in real VS Code (ms)'] = ms;
+  const f = await chatFrame();
+  await waitFor(() => f.evaluate(() => document.activeElement?.matches('textarea.input') && document.hasFocus()), 'the composer has the keyboard focus');
+  await page.keyboard.type('typed after Ctrl+Alt+O');
+  assert.equal(await f.locator('textarea.input').inputValue(), 'typed after Ctrl+Alt+O');
+  await f.locator('textarea.input').fill('');
 });
 
 e2e('history view with 2,000 conversations', async () => {
@@ -291,15 +314,48 @@ e2e('a permission of a turn started by another client reaches a hidden panel as 
     const { conversations } = await c.sendRequest('ochat/conversations/list', {});
     const conv = conversations.find((x) => x.title.startsWith('PLAIN hello from code-server'));
     assert.ok(conv, 'the conversation of the first test');
-    await runCommand('View: Hide Panel');
+    await runCommand('Hide Secondary Side Bar');
+    await page.locator('.part.auxiliarybar').waitFor({ state: 'hidden', timeout: 10000 });
+    const asked = [];
+    c.onNotification('ochat/permission', (p) => asked.push(p));
+    // A request answered elsewhere (here: the CLI) clears the status bar item in this window.
+    await c.sendRequest('ochat/chat/send', { conversationId: conv.id, agent: 'test', text: 'WRITE refused.txt refused by the CLI' });
+    const item = page.locator('.statusbar-item', { hasText: 'test waits' });
+    await item.waitFor({ timeout: 30000 });
+    await waitFor(async () => asked.length === 1, 'the request at the CLI');
+    await c.sendRequest('ochat/permission/respond', { permissionId: asked[0].permissionId, optionId: 'reject' });
+    await item.waitFor({ state: 'hidden', timeout: 15000 });
+    // VS Code cannot close that request's toast from code: the user dismisses it (a late click would do nothing).
+    const stale = page.locator('.notifications-toasts .notification-toast', { hasText: 'refused.txt' }).first();
+    if (await stale.count()) {
+      await stale.hover();
+      await stale.locator('.codicon-notifications-clear, .codicon-close').first().click().catch(() => undefined);
+    }
+    await waitFor(async () => {
+      const { messages } = await c.sendRequest('ochat/conversations/get', { conversationId: conv.id });
+      return messages.at(-1).status === 'completed';
+    }, 'the refused turn ends');
+    // A hidden chat: the request shows as a notification (allow once first) and stays as a status bar item.
     await c.sendRequest('ochat/chat/send', { conversationId: conv.id, agent: 'test', text: 'WRITE other.txt from the CLI' });
-    const toast = page.locator('.notifications-toasts .notification-toast', { hasText: 'asks permission' }).first();
+    const toast = page.locator('.notifications-toasts .notification-toast', { hasText: 'waits for permission: Write other.txt' }).first();
     await toast.waitFor({ timeout: 30000 });
-    assert.match(await toast.innerText(), /test asks permission: Write other\.txt/);
+    assert.match(await toast.innerText(), /test waits for permission: Write other\.txt/);
+    assert.deepEqual((await toast.locator('.monaco-button').allInnerTexts()).map((x) => x.trim()).slice(0, 3), ['Allow', 'Always allow', 'Reject']);
+    await item.waitFor({ timeout: 10000 });
     await page.screenshot({ path: join(artifacts, 'e2e-permission-notification.png') });
-    await toast.locator('.monaco-button', { hasText: /^Allow$/ }).click();
-    await waitFor(() => existsSync(join(ws, 'other.txt')), 'other.txt written after answering from the notification');
+    // The toast may slide away: the status bar item brings the request back, in the chat.
+    await page.keyboard.press('Escape');
+    await item.click();
+    const f = await chatFrame();
+    await page.locator('.part.auxiliarybar').waitFor({ timeout: 10000 });
+    const card = f.locator('.permission');
+    await card.waitFor({ timeout: 10000 });
+    assert.match(await card.innerText(), /Write other\.txt/);
+    await page.screenshot({ path: join(artifacts, 'e2e-permission-statusbar.png') });
+    await card.locator('.perm-option[data-option="allow"]').click();
+    await waitFor(() => existsSync(join(ws, 'other.txt')), 'other.txt written after answering from the status bar item');
     assert.equal(readFileSync(join(ws, 'other.txt'), 'utf8'), 'from the CLI');
+    await item.waitFor({ state: 'hidden', timeout: 15000 });
   } finally {
     close();
   }
@@ -332,6 +388,12 @@ e2e('review this turn: the diff opens, Revert This File undoes the change throug
   } finally {
     close();
   }
+  // The panel shows the revert too (the row says reverted and offers Apply again).
+  await runCommand('ochat: Open Chat');
+  const f = await chatFrame();
+  const row = f.locator('.filechange[data-path$="other.txt"]').last();
+  await waitFor(async () => /reverted/.test(await row.innerText().catch(() => '')) || (await row.locator('.fc-apply').count()) === 1, 'the reverted row in the panel');
+  assert.equal(await row.locator('.fc-apply').count(), 1);
 });
 
 e2e('a rejected write shows as not applied, out of the counts, and Review Changes of This Turn skips it', async () => {
@@ -412,6 +474,8 @@ e2e('a terminal-started session appears in the history view', async (t) => {
   const title = s.title || s.summary || s.firstPrompt || s.sessionId;
   const row = page.locator('.monaco-list-row', { hasText: title.slice(0, 30) }).first();
   await row.waitFor({ timeout: 30000 });
+  // A session still being written in a terminal spins, like a running conversation.
+  if (s.live) assert.equal(await row.locator('.codicon-loading').count(), 1, 'the live session spins');
   await page.screenshot({ path: join(artifacts, 'e2e-terminal-session.png') });
   // Opening it shows its transcript in the panel, followed live (ochat/sessions/follow).
   await row.click();
@@ -481,4 +545,103 @@ e2e('config pickers: a model picked before the first prompt is the session\'s fr
   await waitFor(async () => /mode=plan model=smart/.test(await f.locator('.msg.assistant .content').last().innerText()), 'the live session took the mode');
   assert.equal(await f.locator('select.cfg[data-config="model"]').inputValue(), 'smart');
   await page.locator('body').screenshot({ path: join(artifacts, 'e2e-config.png') });
+});
+
+e2e('a prompt sent from another client (the CLI) in the open conversation appears live with its answer', async () => {
+  await runCommand('ochat: New Conversation');
+  const f = await chatFrame();
+  await f.locator('textarea.input').fill('PLAIN start of the live test');
+  await f.locator('textarea.input').press('Enter');
+  await waitFor(async () => /start of the live test/.test(await f.locator('.msg.assistant').last().innerText()), 'the first answer');
+  await waitFor(async () => (await f.locator('.msg.assistant.streaming').count()) === 0, 'turn end');
+  const { c, close } = await secondClient();
+  try {
+    const { conversations } = await c.sendRequest('ochat/conversations/list', {});
+    const conv = conversations.find((x) => x.title === 'PLAIN start of the live test');
+    assert.ok(conv, 'the conversation the panel shows');
+    const before = await f.locator('.msg.user').count();
+    const t0 = Date.now();
+    await c.sendRequest('ochat/chat/send', { conversationId: conv.id, agent: 'test', text: 'PLAIN typed in another window' });
+    await waitFor(async () => (await f.locator('.msg.user').count()) === before + 1, 'the other client\'s prompt in the panel', 30000);
+    assert.match(await f.locator('.msg.user').last().innerText(), /PLAIN typed in another window/);
+    await waitFor(async () => /typed in another window/.test(await f.locator('.msg.assistant').last().innerText()), 'its answer streamed live');
+    figures['prompt sent by another client → shown in the panel (ms)'] = Date.now() - t0;
+    await page.screenshot({ path: join(artifacts, 'e2e-live-prompt.png') });
+  } finally {
+    close();
+  }
+});
+
+e2e('Enter while a turn runs queues the message (or, with a daemon without the queue, keeps it with a readable error)', async () => {
+  const f = await chatFrame();
+  const input = f.locator('textarea.input');
+  await input.fill('SLOW 120');
+  await input.press('Enter');
+  await waitFor(async () => (await f.locator('button.cancel:not(.hidden)').count()) === 1, 'the turn runs');
+  assert.match(await f.locator('button.send').innerText(), /Queue/);
+  await input.fill('PLAIN after the slow one');
+  await input.press('Enter');
+  let queued = false;
+  await waitFor(async () => {
+    if (await f.locator('.queued').count()) { queued = true; return true; }
+    return !(await f.locator('.error.hidden').count());
+  }, 'a queued row or an error', 20000);
+  await page.screenshot({ path: join(artifacts, 'e2e-enter-while-busy.png') });
+  if (queued) {
+    assert.match(await f.locator('.queued').first().innerText(), /PLAIN after the slow one/);
+    assert.equal(await input.inputValue(), '', 'a queued message leaves the composer');
+    // A second one, removed again.
+    await input.fill('PLAIN removed from the queue');
+    await input.press('Enter');
+    await waitFor(async () => (await f.locator('.queued').count()) === 2, 'two queued');
+    await f.locator('.queued', { hasText: 'removed from the queue' }).locator('.q-remove').click();
+    await waitFor(async () => (await f.locator('.queued').count()) === 1, 'one removed');
+    // Edit the first: Enter saves it in the daemon's queue.
+    await f.locator('.queued .q-edit').click();
+    const box = f.locator('.queued textarea');
+    await box.fill('PLAIN edited in the queue');
+    await box.press('Enter');
+    await waitFor(async () => /edited in the queue/.test(await f.locator('.queued').innerText().catch(() => '')), 'the edited queued message');
+    await page.screenshot({ path: join(artifacts, 'e2e-queue.png') });
+    // Send now: the slow turn is cancelled and the queued message runs next.
+    await f.locator('.queued .q-send-now').click();
+    await waitFor(async () => /edited in the queue/.test(await f.locator('.msg.assistant').last().innerText()), 'the queued message sent now', 60000);
+    assert.equal(await f.locator('.queued').count(), 0);
+    assert.equal(await f.locator('.msg.user', { hasText: 'PLAIN edited in the queue' }).count(), 1, 'its prompt shows once');
+    assert.equal(await f.locator('.msg.user', { hasText: 'removed from the queue' }).count(), 0);
+    await waitFor(async () => (await f.locator('.msg.assistant.streaming').count()) === 0, 'turn end');
+  } else {
+    // A daemon that refuses a send during a turn: nothing is lost and the message reads as a sentence.
+    assert.equal(await input.inputValue(), 'PLAIN after the slow one');
+    const err = await f.locator('.error').innerText();
+    assert.match(err, /still in the box/);
+    assert.doesNotMatch(err, /Request ochat|jsonrpc|"code"/);
+    await f.locator('button.cancel').click();
+    await waitFor(async () => (await f.locator('button.cancel.hidden').count()) === 1, 'turn cancelled');
+    await input.fill('');
+  }
+});
+
+e2e('a code block: language label, Copy, and Insert at the cursor of the open editor', async () => {
+  await page.keyboard.press('Control+p');
+  await page.locator('.quick-input-widget input').fill('README.md');
+  await page.locator('.quick-input-list .monaco-list-row', { hasText: 'README.md' }).first().click();
+  await page.locator('.monaco-editor .view-lines', { hasText: 'e2e workspace' }).first().waitFor({ timeout: 20000 });
+  await runCommand('ochat: Open Chat');
+  const f = await chatFrame();
+  const input = f.locator('textarea.input');
+  await input.fill('ECHOALL\n```js\nconst inserted = 42;\n```');
+  await input.press('Enter');
+  const pre = f.locator('.msg.assistant').last().locator('.content pre');
+  await pre.waitFor({ timeout: 30000 });
+  await pre.hover();
+  const bar = f.locator('.code-bar:not(.hidden)');
+  await bar.waitFor({ timeout: 5000 });
+  assert.equal(await bar.locator('.code-lang').innerText(), 'js');
+  // One background for the whole block (no stripes behind the highlighted tokens).
+  assert.deepEqual(await pre.evaluate((p) => [...new Set([...p.querySelectorAll('code, code span')].map((e) => getComputedStyle(e).backgroundColor))]), ['rgba(0, 0, 0, 0)']);
+  await page.screenshot({ path: join(artifacts, 'e2e-code-block.png') });
+  await bar.locator('.code-insert').click();
+  await page.locator('.monaco-editor .view-lines', { hasText: 'const inserted = 42;' }).first().waitFor({ timeout: 10000 });
+  await runCommand('File: Revert File');
 });

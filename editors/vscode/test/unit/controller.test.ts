@@ -92,7 +92,7 @@ test('permission: a notification with one button per option when the chat is hid
   rpc.notify('ochat/permission', perm);
   await tick();
   const n = recorded.messages[0];
-  assert.match(n.text, /test asks permission: Write notes\.txt \(1 file: \/ws\/notes\.txt\)/);
+  assert.match(n.text, /test waits for permission: Write notes\.txt \(1 file: notes\.txt\)/, 'paths relative to the workspace');
   assert.deepEqual(n.items, ['Allow', 'Reject', 'Show in Chat']);
   await tick();
   assert.deepEqual(rpc.requests.at(-1), { method: 'ochat/permission/respond', params: { permissionId: 'P1', optionId: 'reject' } });
@@ -143,6 +143,9 @@ test('errors of a webview action are posted back, not thrown', async () => {
   rpc.handlers.set('ochat/chat/send', () => { throw Object.assign(new Error('a turn is already running'), { code: -32003 }); });
   await c.handle({ type: 'send', text: 'x' });
   assert.deepEqual(sink.posted.at(-1), { type: 'error', message: 'a turn is already running' });
+  assert.equal(recorded.messages.length, 0, 'the visible panel shows it: no toast over it');
+  sink.shown = false;
+  await c.handle({ type: 'send', text: 'x' });
   assert.equal(recorded.messages.at(-1)?.level, 'error');
 });
 
@@ -352,4 +355,93 @@ test('titleFrom gives a created conversation the title send would', () => {
     ['word '.repeat(20), 'word word word word word word word word word word word word…'],
     ['', ''],
   ]) assert.equal(titleFrom(input), want, JSON.stringify(input));
+});
+
+test('first run: a preferred agent that cannot run is not picked', async () => {
+  const { c } = setup();
+  await c.refreshAgents('gemini');
+  assert.equal(c.selectedAgent, 'test');
+});
+
+test('a send while a turn runs is queued: no turn starts, the queue shows it, queue actions reach the daemon', async () => {
+  const { rpc, c, sink } = setup();
+  await c.open('C1');
+  rpc.handlers.set('ochat/chat/send', () => ({ conversationId: 'C1', queued: true, queueId: 'q1' }));
+  for (const m of ['ochat/queue/update', 'ochat/queue/remove', 'ochat/queue/sendNow']) rpc.handlers.set(m, () => ({}));
+  await c.handle({ type: 'send', text: 'next please', agent: 'test', id: 7 });
+  assert.deepEqual(sink.posted.filter((m) => m.type === 'sendResult'), [{ type: 'sendResult', id: 7, ok: true, queued: true }]);
+  assert.equal(c.model.running, undefined, 'no turn started for a queued message');
+  assert.deepEqual(c.model.queue.map((q) => q.id), ['q1']);
+  rpc.notify('ochat/queue', { conversationId: 'C1', items: [{ id: 'q1', text: 'next please (edited)' }] });
+  assert.deepEqual(sink.posted.at(-1), { type: 'queue', items: [{ id: 'q1', text: 'next please (edited)' }] });
+  rpc.notify('ochat/queue', { conversationId: 'OTHER', items: [] });
+  assert.equal(c.model.queue.length, 1, 'another conversation\'s queue is not shown');
+  // The daemon sends it when the turn ends: the prompt shows at once, no re-subscribe.
+  const subs = rpc.methods().filter((m) => m === 'ochat/subscribe').length;
+  rpc.notify('ochat/queue', { conversationId: 'C1', items: [], sent: { id: 'q1', userMessageId: 'U5', assistantMessageId: 'A5', turnId: 'A5' } });
+  assert.deepEqual(c.model.messages.slice(-2).map((m) => [m.id, m.role, m.content ?? '']), [['U5', 'user', 'next please (edited)'], ['A5', 'assistant', '']]);
+  assert.equal((c.model.running as { turnId: string } | undefined)?.turnId, 'A5');
+  rpc.notify('ochat/event', { conversationId: 'C1', turnId: 'A5', messageId: 'A5', agent: 'test', event: { type: 'content.delta', seq: 1, delta: 'ok' } });
+  assert.equal(rpc.methods().filter((m) => m === 'ochat/subscribe').length, subs);
+  assert.equal(c.model.message('A5')!.segments![0].content, 'ok');
+  await c.handle({ type: 'queueUpdate', id: 'q1', text: 'x' });
+  await c.handle({ type: 'queueRemove', id: 'q1' });
+  await c.handle({ type: 'queueSendNow', id: 'q1' });
+  assert.deepEqual(rpc.requests.slice(-3), [
+    { method: 'ochat/queue/update', params: { conversationId: 'C1', id: 'q1', text: 'x' } },
+    { method: 'ochat/queue/remove', params: { conversationId: 'C1', id: 'q1' } },
+    { method: 'ochat/queue/sendNow', params: { conversationId: 'C1', id: 'q1' } },
+  ]);
+});
+
+test('a failed send answers sendResult with a readable error (the composer keeps the text)', async () => {
+  const { rpc, c, sink } = setup();
+  rpc.handlers.set('ochat/chat/send', () => { throw new Error('Request ochat/chat/send failed with message: ochatd is not running'); });
+  await c.handle({ type: 'send', text: 'keep me', agent: 'test', id: 3 });
+  assert.deepEqual(sink.posted.filter((m) => m.type === 'sendResult'), [{ type: 'sendResult', id: 3, ok: false, error: 'ochatd is not running' }]);
+});
+
+test('a turn started by another client re-subscribes once, so its prompt shows', async () => {
+  const { rpc, c, sink } = setup();
+  await c.open('C1');
+  let subs = 0;
+  rpc.handlers.set('ochat/subscribe', (p) => {
+    subs++;
+    return {
+      conversation: { id: p.conversationId, title: 'old', createdAt: 1, updatedAt: 2 },
+      messages: [{ id: 'U0', role: 'user', timestamp: 1, content: 'before' }, { id: 'U9', role: 'user', timestamp: 3, content: 'from the CLI' }, { id: 'A9', role: 'assistant', timestamp: 4, agent: 'test' }],
+      running: { turnId: 'A9', assistantMessageId: 'A9', agent: 'test', events: [{ type: 'content.delta', seq: 1, delta: 'Hi' }], lastSeq: 1 },
+      permissions: [],
+    };
+  });
+  const ev = (seq: number, delta: string) => ({ conversationId: 'C1', turnId: 'A9', messageId: 'A9', agent: 'test', event: { type: 'content.delta', seq, delta } });
+  rpc.notify('ochat/event', ev(1, 'Hi'));
+  rpc.notify('ochat/event', ev(2, ' there'));
+  await tick();
+  await tick();
+  assert.equal(subs, 1, 'one re-subscribe for the burst');
+  assert.deepEqual(c.model.messages.map((m) => m.id), ['U0', 'U9', 'A9']);
+  rpc.notify('ochat/event', ev(3, '!'));
+  const text = c.model.message('A9')!.segments!.map((s) => s.content).join('');
+  assert.equal(text, 'Hi!', 'events the snapshot covers are not applied twice; later ones are');
+  assert.ok(sink.posted.some((m) => m.type === 'init' && m.snapshot.messages.some((x) => x.id === 'U9')));
+});
+
+test('pending permissions are reported (badge, status bar) until answered anywhere or their turn ends', async () => {
+  const rpc = new FakeRpc();
+  rpc.handlers.set('ochat/subscribe', (p) => ({ conversation: { id: p.conversationId, title: 't', createdAt: 1, updatedAt: 2 }, messages: [], permissions: [] }));
+  const reports: string[][] = [];
+  const c = new ChatController(rpc, { pendingChanged: (p) => reports.push(p.map((x) => x.permissionId)) });
+  const sink = new Sink();
+  sink.shown = false;
+  c.attach(sink);
+  await c.open('C1');
+  rpc.notify('ochat/permission', perm);
+  rpc.notify('ochat/permission', { ...perm, permissionId: 'P2', turnId: 'A2' });
+  assert.deepEqual(reports.at(-1), ['P1', 'P2']);
+  rpc.notify('ochat/permissionResolved', { permissionId: 'P1', conversationId: 'C1', outcome: 'selected', optionId: 'allow' });
+  assert.deepEqual(reports.at(-1), ['P2']);
+  rpc.notify('ochat/event', { conversationId: 'C1', turnId: 'A2', messageId: 'A2', agent: 'test', event: { type: 'turn.completed', seq: 9, stopReason: 'cancelled' } });
+  assert.deepEqual(reports.at(-1), []);
+  await tick();
 });

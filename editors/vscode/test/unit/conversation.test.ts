@@ -74,3 +74,15 @@ test('fileChanges and lastTurnWithChanges find the turn to review', () => {
   assert.deepEqual(m.fileChanges('A2').map((c) => [c.segment.path, c.index]), [['y', 1], ['z', 2]]);
   assert.equal(m.fileChanges().length, 3);
 });
+
+test('a turn lasts from its start, not from its first event', () => {
+  const m = new ConversationModel();
+  m.conversation = { id: 'C', title: '', createdAt: 0, updatedAt: 0 };
+  m.startTurn({ id: 'U', role: 'user', content: 'hi', timestamp: 1000 }, { id: 'A', turnId: 'A', agent: 'x' }, 1000);
+  // The agent's first words come 5 s after the send; the user cancels 217 ms later.
+  m.applyEvent({ conversationId: 'C', turnId: 'A', messageId: 'A', agent: 'x', event: { type: 'content.delta', seq: 1, timestamp: 6000, delta: 'a' } }, 6000);
+  m.message('A')!.timestamp = 6000; // as when the message was first seen at its first event
+  m.applyEvent({ conversationId: 'C', turnId: 'A', messageId: 'A', agent: 'x', event: { type: 'turn.completed', seq: 2, timestamp: 6217, stopReason: 'cancelled' } }, 6217);
+  assert.equal(m.message('A')!.durationMs, 5217);
+  assert.equal(m.message('A')!.status, 'cancelled');
+});

@@ -86,6 +86,10 @@ export class TreeItem {
   command?: { command: string; title: string; arguments?: unknown[] };
   constructor(readonly label: string, readonly collapsibleState: TreeItemCollapsibleState) {}
 }
+export class ThemeColor {
+  constructor(readonly id: string) {}
+}
+
 export class ThemeIcon {
   constructor(readonly id: string) {}
 }
@@ -143,7 +147,11 @@ export const window = {
   createOutputChannel: () => ({ appendLine: () => undefined, show: () => undefined, dispose: () => undefined }),
   registerWebviewViewProvider: () => ({ dispose: () => undefined }),
   createTreeView: () => ({ dispose: () => undefined }),
-  createStatusBarItem: () => ({ show: () => undefined, dispose: () => undefined }),
+  createStatusBarItem: () => ({ show: () => undefined, hide: () => undefined, dispose: () => undefined }),
+  onDidChangeActiveTextEditor: () => ({ dispose: () => undefined }),
+  activeTextEditor: undefined,
+  visibleTextEditors: [],
+  setStatusBarMessage: () => ({ dispose: () => undefined }),
 };
 
 export const registeredCommands = () => [...commandHandlers.keys()];

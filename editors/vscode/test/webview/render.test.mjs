@@ -49,9 +49,11 @@ test('renders a conversation: activity summary, markdown, highlighting, sanitisi
   // permission: tool, input, both files' diffs, one button per option
   const perm = page.locator('.permission[data-permission="P1"]');
   assert.match(await norm(perm.locator('.perm-head')), /claude wants to run: Write README\.md, docs\/a\.md/);
-  assert.match(await perm.locator('.perm-input').innerText(), /"README\.md"/);
+  assert.equal(await perm.locator('.perm-input').count(), 0, 'with diffs shown, the raw input only repeats them');
   assert.equal(await perm.locator('.filechange .diff').count(), 2, 'every file of the request shows its diff');
-  assert.deepEqual((await perm.locator('.perm-option').allInnerTexts()).map((s) => s.trim()), ['Always Allow', 'Allow', 'Reject']);
+  // Allow once comes first and is the only primary button; "Always Allow" is a secondary choice.
+  assert.deepEqual((await perm.locator('.perm-option').allInnerTexts()).map((s) => s.trim()), ['Allow', 'Always Allow', 'Reject']);
+  assert.deepEqual(await perm.locator('.perm-option.primary').evaluateAll((b) => b.map((x) => x.dataset.option)), ['allow']);
   // working indicator, cancel button, composer config options from agentState
   assert.match(await norm(page.locator('.working')), /claude is working… \d+ s/);
   assert.equal(await page.locator('.cancel:not(.hidden)').count(), 1);
@@ -109,8 +111,12 @@ test('composer: slash commands, @ mentions, send, and state restored after reloa
   assert.equal(await page.locator('.composer .chips .chip').count(), 1);
   await input.press('Enter');
   assert.deepEqual((await posted(page)).at(-1), {
-    type: 'send', text: 'look at @src/parser.go', agent: 'claude', attachments: [{ kind: 'file', path: 'src/parser.go', name: 'parser.go' }],
+    type: 'send', text: 'look at @src/parser.go', agent: 'claude', attachments: [{ kind: 'file', path: 'src/parser.go', name: 'parser.go' }], id: 1,
   });
+  // The text stays until the host says it went out.
+  assert.equal(await input.inputValue(), 'look at @src/parser.go ');
+  await host(page, { type: 'sendResult', id: 1, ok: true });
+  await page.waitForFunction(() => document.querySelector('textarea.input').value === '');
   // a pasted image becomes an image attachment with its data (the host stores it as a file)
   await input.fill('what is in this picture?');
   await page.evaluate(() => {
@@ -122,8 +128,9 @@ test('composer: slash commands, @ mentions, send, and state restored after reloa
   assert.match(await page.locator('.composer .chips .chip').innerText(), /shot\.png/);
   await input.press('Enter');
   assert.deepEqual((await posted(page)).at(-1), {
-    type: 'send', text: 'what is in this picture?', agent: 'claude', attachments: [{ kind: 'image', name: 'shot.png', mimeType: 'image/png', size: 4, data: 'iVBORw==' }],
+    type: 'send', text: 'what is in this picture?', agent: 'claude', attachments: [{ kind: 'image', name: 'shot.png', mimeType: 'image/png', size: 4, data: 'iVBORw==' }], id: 2,
   });
+  await host(page, { type: 'sendResult', id: 2, ok: true });
   // a reload keeps the conversation id, the draft and the agent in getState
   await input.fill('half-written');
   await input.dispatchEvent('input');
