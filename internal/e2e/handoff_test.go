@@ -495,7 +495,8 @@ func TestDaemonTwoClientsOneRun(t *testing.T) {
 	strip := func(ms []transcript.Message) []any {
 		out := normalize(ms)
 		for _, m := range out {
-			delete(m.(map[string]any), "durationMs") // set when stored, not carried by events
+			delete(m.(map[string]any), "durationMs")  // set when stored, not carried by events
+			delete(m.(map[string]any), "checkpoints") // likewise: the turn's checkpoint ids
 		}
 		return out
 	}
